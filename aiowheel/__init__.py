@@ -8,7 +8,18 @@ Layers, each importing only from the ones above it in this list:
 * edges: the command line, examples, benchmarks and the Spark pipeline.
 """
 
+from aiowheel.exceptions import JobCancelled, PendingLimitError
+from aiowheel.timer import Job, Timer, TimerHandle, TimerStats
 from aiowheel.wheel import Entry, HierarchicalWheel
 
-__all__ = ["Entry", "HierarchicalWheel"]
+__all__ = [
+    "Entry",
+    "HierarchicalWheel",
+    "Job",
+    "JobCancelled",
+    "PendingLimitError",
+    "Timer",
+    "TimerHandle",
+    "TimerStats",
+]
 __version__ = "0.1.0"

@@ -44,11 +44,17 @@ from typing import Any, Generic, TypeVar
 __all__ = ["Entry", "HierarchicalWheel"]
 
 P = TypeVar("P")
+E = TypeVar("E", bound="Entry[Any]")
 
 # A bucket: the entries of one slot, in the order they were filed there. The value is unused.
 _Bucket = dict["Entry[Any]", None]
 
 _order = attrgetter("deadline", "_seq")
+
+# Tick counts are kept below 2**52 in magnitude: there every count, and its neighbours used by the
+# one-step corrections in _ceil_ticks/_floor_ticks, is an exact float. From 2**53 on, adjacent
+# counts collapse to one float, the corrections can fail and an entry could fire early.
+_MAX_TICKS = 2**52
 
 
 class Entry(Generic[P]):
@@ -69,11 +75,9 @@ class Entry(Generic[P]):
     # The bucket holding this entry, or None once it fired or was removed.
     _bucket: _Bucket | None
 
-    def __init__(self, deadline: float, payload: P, ticks: int, seq: int) -> None:
+    def __init__(self, deadline: float, payload: P) -> None:
         self.deadline = deadline
         self.payload = payload
-        self._ticks = ticks
-        self._seq = seq
         self._bucket = None
 
     @property
@@ -176,10 +180,10 @@ class HierarchicalWheel(Generic[P]):
     def _ceil_ticks(self, t: float) -> int:
         """The smallest q with ``q * tick >= t``: where a deadline is filed."""
         tick = self.tick
-        try:
-            q = math.ceil(t / tick)
-        except OverflowError:
-            raise ValueError(f"deadline {t!r} is too far away for tick {tick!r}") from None
+        ratio = t / tick
+        if not abs(ratio) < _MAX_TICKS:
+            raise ValueError(f"deadline {t!r} is too far away for tick {tick!r}")
+        q = math.ceil(ratio)
         # t / tick is rounded; correct by at most one step so that the float product, which is
         # what next_deadline reports and what the caller's clock is compared with, is exact.
         if q * tick < t:
@@ -191,10 +195,10 @@ class HierarchicalWheel(Generic[P]):
     def _floor_ticks(self, t: float) -> int:
         """The largest q with ``q * tick <= t``: how far the clock may move at time t."""
         tick = self.tick
-        try:
-            q = math.floor(t / tick)
-        except OverflowError:
-            raise ValueError(f"time {t!r} is too far away for tick {tick!r}") from None
+        ratio = t / tick
+        if not abs(ratio) < _MAX_TICKS:
+            raise ValueError(f"time {t!r} is too far away for tick {tick!r}")
+        q = math.floor(ratio)
         if q * tick > t:
             q -= 1
         elif (q + 1) * tick <= t:
@@ -225,13 +229,26 @@ class HierarchicalWheel(Generic[P]):
     def add(self, deadline: float, payload: P) -> Entry[P]:
         """File ``payload`` to come out of ``advance`` once the clock reaches ``deadline``.
 
-        O(levels). Raises TypeError for a non-number and ValueError for NaN or infinity. A
-        deadline at or before the wheel's clock is due at the next ``advance``.
+        O(levels). Raises TypeError for a non-number and ValueError for NaN, infinity or a
+        deadline ``2**52`` ticks or more from zero (beyond that floats cannot tell adjacent
+        ticks apart). A deadline at or before the wheel's clock is due at the next ``advance``.
         """
         _check_time(deadline, "deadline")
-        seq = self._seq
+        return self.add_entry(Entry(deadline, payload))
+
+    def add_entry(self, entry: E) -> E:
+        """File a new ``entry`` (an :class:`Entry` or subclass instance) under its ``deadline``.
+
+        The low-level form of ``add`` for layers that subclass :class:`Entry` to carry their own
+        data (one object per timer instead of two). ``entry.deadline`` is expected to be checked
+        already; a non-number still raises TypeError and NaN or infinity ValueError. An entry
+        can be filed once.
+        """
+        if entry._bucket is not None:
+            raise ValueError(f"{entry!r} is already pending")
+        entry._ticks = self._ceil_ticks(entry.deadline)
+        entry._seq = seq = self._seq
         self._seq = seq + 1
-        entry = Entry(deadline, payload, self._ceil_ticks(deadline), seq)
         self._file(entry)
         self._len += 1
         return entry
@@ -278,6 +295,18 @@ class HierarchicalWheel(Generic[P]):
         cascade); entries whose tick has come are returned. The clock never moves backwards:
         a ``now`` before the wheel's clock only returns entries that were added already due.
         """
+        payloads: list[P] = []
+        append = payloads.append
+        for entry in self.advance_entries(now):
+            append(entry.payload)  # type: ignore[arg-type]
+            entry.payload = None
+        return payloads
+
+    def advance_entries(self, now: float) -> list[Entry[P]]:
+        """Like ``advance`` but return the due entries themselves, payloads still attached.
+
+        For layers that subclass :class:`Entry`: they own the payload from here on.
+        """
         _check_time(now, "now")
         now_ticks = self._floor_ticks(now)
         due = self._due
@@ -308,17 +337,35 @@ class HierarchicalWheel(Generic[P]):
         for lvl in levels:
             lvl.advance_to(now_ticks)
         if not batch:
-            return []
+            return batch
         if len(batch) > 1:
             batch.sort(key=_order)
         self._len -= len(batch)
-        payloads: list[P] = []
-        append = payloads.append
         for entry in batch:
-            append(entry.payload)  # type: ignore[arg-type]
-            entry.payload = None
             entry._bucket = None
-        return payloads
+        return batch
+
+    def remove_all(self) -> list[Entry[P]]:
+        """Take every pending entry out of the wheel and return them in (deadline, add order).
+
+        O(n). Payloads stay attached: the caller owns them from here on. The clock and the
+        levels are kept.
+        """
+        batch: list[Entry[P]] = list(self._due)
+        self._due.clear()
+        for level in self._levels:
+            for slot, bucket in enumerate(level.buckets):
+                if bucket:
+                    batch.extend(bucket)
+                    level.buckets[slot] = {}
+        self._heap.clear()
+        for level in self._levels:
+            level.expirations = [None] * self.wheel_size
+        batch.sort(key=_order)
+        for entry in batch:
+            entry._bucket = None
+        self._len = 0
+        return batch
 
     def locate(self, entry: Entry[P]) -> tuple[int, int] | None:
         """Where ``entry`` is filed as ``(level, slot)``, or None if it is not pending.

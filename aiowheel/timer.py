@@ -1,0 +1,588 @@
+"""The Timer: one hierarchical wheel bound to a running event loop.
+
+This module owns the single driver coroutine, the handles users get back (:class:`TimerHandle`,
+:class:`Job`), the dispatch of due callbacks and coroutine jobs, the Timer's lifecycle and its
+statistics. What differs between event loops (reading the clock, sleeping, spawning a task,
+reporting an error) lives in :mod:`aiowheel._backends`, one small adapter per loop.
+
+How the driver works: it sleeps until the wheel's earliest non-empty bucket expires, advances the
+wheel to the loop's current time, runs what is due in (deadline, scheduling order), and sleeps
+again. Adding a timer re-arms the driver's wake-up only when the timer is earlier than the time
+already armed, so re-arming costs one loop timer, not one per timer, and nothing ticks
+periodically: with every timer an hour away the driver does not wake at all. The loop may wake
+the driver early (asyncio by up to its clock resolution, uvloop by up to about a millisecond);
+the wheel only releases what is due at the loop's current time, so nothing ever runs early.
+
+Guarantees:
+
+* never early: a callback never runs before its ``when()``;
+* due callbacks run in (deadline, scheduling order), cascaded or not;
+* at most once: a handle runs once, or never if cancelled first -- also when an earlier callback
+  of the same batch cancels it;
+* a cancelled timer leaves the wheel at once, and its callback and arguments are released;
+* callbacks scheduled from a callback run in a later pass, even when already due, so a callback
+  that schedules itself cannot starve the loop.
+
+Not thread-safe, like the event loop itself: from another thread use
+``loop.call_soon_threadsafe(timer.call_later, delay, callback)``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import inspect
+import logging
+import math
+from collections.abc import Callable, Coroutine, Generator
+from dataclasses import dataclass
+from functools import partial
+from types import FunctionType, MethodType, TracebackType
+from typing import Any, Generic, NoReturn, TypeVar, cast, final
+
+import anyio
+
+from aiowheel._backends import Backend, Cancellable, current_backend
+from aiowheel.exceptions import PendingLimitError
+from aiowheel.wheel import Entry, HierarchicalWheel
+
+__all__ = ["Job", "Timer", "TimerHandle", "TimerStats"]
+
+T = TypeVar("T")
+H = TypeVar("H", bound="TimerHandle")
+
+logger = logging.getLogger("aiowheel")
+
+_COROUTINE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE
+
+
+@dataclass(frozen=True, slots=True)
+class TimerStats:
+    """A snapshot of a Timer's counters, from ``Timer.stats()``."""
+
+    pending: int
+    """Timers and jobs waiting in the wheel."""
+    fired: int
+    """Callbacks and jobs started."""
+    cancelled: int
+    """Timers and jobs cancelled before they ran."""
+    early: int
+    """Callbacks run before their deadline: always 0, kept as proof."""
+    max_lateness: float
+    """Largest delay seen between a deadline and its callback starting, in seconds."""
+    driver_wakeups: int
+    """Times the driver woke to advance the wheel."""
+    levels: int
+    """Wheel levels created so far."""
+
+
+def _check_number(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{what} must be an int or a float, got {value!r}")
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be finite, got {value!r}")
+    return value
+
+
+def _is_coroutine_function(func: object) -> bool:
+    # Fast paths for plain functions and bound methods; inspect for partials and the rest.
+    if type(func) is FunctionType:
+        return bool(func.__code__.co_flags & _COROUTINE_FLAGS)
+    if type(func) is MethodType:
+        return _is_coroutine_function(func.__func__)
+    return inspect.iscoroutinefunction(func)
+
+
+def _check_callback(callback: object, method: str) -> None:
+    # The same checks and messages as asyncio's BaseEventLoop._check_callback, made always, not
+    # only in debug mode.
+    if inspect.iscoroutine(callback) or _is_coroutine_function(callback):
+        raise TypeError(f"coroutines cannot be used with {method}()")
+    if not callable(callback):
+        raise TypeError(f"a callable object was expected by {method}(), got {callback!r}")
+
+
+class TimerHandle(Entry[Callable[..., object]]):
+    """A callback scheduled on a :class:`Timer`, as returned by ``call_later``/``call_at``.
+
+    Mirrors :class:`asyncio.TimerHandle`: ``when()``, ``cancel()``, ``cancelled()``. The handle is
+    itself the wheel entry (its ``payload`` is the callback), so a pending timer costs one object.
+    """
+
+    __slots__ = ("_args", "_cancelled", "_context", "_timer")
+
+    _args: tuple[Any, ...]
+    _context: contextvars.Context | None
+    # The Timer while the handle is pending; None once it ran, was cancelled or the Timer closed.
+    _timer: Timer | None
+    _cancelled: bool
+
+    def __init__(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        timer: Timer,
+        context: contextvars.Context | None,
+    ) -> None:
+        self.deadline = when
+        self.payload = callback
+        self._bucket = None
+        self._args = args
+        self._context = contextvars.copy_context() if context is None else context
+        self._timer = timer
+        self._cancelled = False
+
+    def when(self) -> float:
+        """The time (in the loop's clock) the callback is scheduled for."""
+        return self.deadline
+
+    def cancel(self) -> None:
+        """Cancel the callback: it will not run. At once, the timer leaves the wheel and the
+        callback and its arguments are released. Cancelling twice or after it ran does nothing
+        more than mark the handle cancelled, as asyncio does."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        timer = self._timer
+        if timer is not None:
+            timer._forget(self)
+
+    def cancelled(self) -> bool:
+        """True if ``cancel()`` was called."""
+        return self._cancelled
+
+    def __repr__(self) -> str:
+        state = "cancelled" if self._cancelled else "pending" if self.pending else "done"
+        return f"<{type(self).__name__} when={self.deadline!r} {state} {self.payload!r}>"
+
+
+_PENDING, _RUNNING, _FINISHED, _CANCELLED = range(4)
+
+
+@final
+class Job(TimerHandle, Generic[T]):
+    """A function scheduled with ``Timer.schedule``; await it for the function's result.
+
+    ``fn`` may be a plain function (called in the driver's pass) or a coroutine function (its
+    coroutine runs as a task the Timer owns). ``await job`` returns fn's result or raises its
+    exception. ``job.cancel()`` before the job fires makes awaiting it raise the backend's
+    cancellation (``asyncio.CancelledError``, or :class:`~aiowheel.JobCancelled` on trio); on a
+    running coroutine job it cancels the task. Cancelling a task while it awaits a job cancels the
+    job, as awaiting an asyncio future does.
+    """
+
+    __slots__ = ("_done", "_fn", "_fn_args", "_outcome", "_owner", "_state", "_task")
+
+    _fn: Callable[..., Any]
+    _fn_args: tuple[Any, ...]
+    # The Timer, kept after the job fired (unlike TimerHandle._timer) to spawn and report.
+    _owner: Timer
+    # _PENDING in the wheel, _RUNNING as a task, then _FINISHED or _CANCELLED.
+    _state: int
+    # fn's result or exception once finished.
+    _outcome: Any
+    # Set when the job is done; created by the first awaiter.
+    _done: anyio.Event | None
+    _task: Cancellable | None
+
+    def __init__(self, when: float, fn: Callable[..., Any], args: tuple[Any, ...], timer: Timer):
+        super().__init__(when, self._start, (), timer, None)
+        self._fn = fn
+        self._fn_args = args
+        self._owner = timer
+        self._state = _PENDING
+        self._outcome = None
+        self._done = None
+        self._task = None
+
+    def _start(self) -> None:
+        try:
+            result = self._fn(*self._fn_args)
+        except Exception as exc:
+            self._finish(_FINISHED, exc)
+            return
+        if inspect.iscoroutine(result):
+            self._state = _RUNNING
+            self._task = self._owner._backend.spawn(
+                partial(self._run, result), contextvars.copy_context()
+            )
+        else:
+            self._finish(_FINISHED, result)
+
+    async def _run(self, coro: Coroutine[Any, Any, T]) -> None:
+        try:
+            result = await coro
+        except self._owner._backend.cancelled_exc_class:
+            self._finish(_CANCELLED, None)
+            raise
+        except Exception as exc:
+            self._finish(_FINISHED, exc)
+        else:
+            self._finish(_FINISHED, result)
+
+    def _finish(self, state: int, outcome: Any) -> None:
+        self._state = state
+        self._outcome = outcome
+        self._fn = _nothing
+        self._fn_args = ()
+        self._task = None
+        if self._done is not None:
+            self._done.set()
+
+    def cancel(self) -> None:
+        """Cancel the job: remove it from the wheel if pending, cancel its task if running.
+        Does nothing once the job is done."""
+        if self._state == _PENDING:
+            super().cancel()
+            self._finish(_CANCELLED, None)
+        elif self._state == _RUNNING and self._task is not None:
+            self._cancelled = True
+            self._task.cancel()
+
+    def done(self) -> bool:
+        """True once the job finished, failed or was cancelled."""
+        return self._state >= _FINISHED
+
+    def result(self) -> T:
+        """fn's result. Raises fn's exception, the cancellation if the job was cancelled, or
+        RuntimeError if the job is not done yet."""
+        if self._state == _CANCELLED:
+            raise self._owner._backend.job_cancelled()
+        if self._state != _FINISHED:
+            raise RuntimeError("Job is not done yet")
+        if isinstance(self._outcome, BaseException):
+            raise self._outcome
+        return self._outcome  # type: ignore[no-any-return]
+
+    def __await__(self) -> Generator[Any, None, T]:
+        return self._wait().__await__()
+
+    async def _wait(self) -> T:
+        if self._state < _FINISHED:
+            if self._done is None:
+                self._done = anyio.Event()
+            try:
+                await self._done.wait()
+            except BaseException:
+                self.cancel()
+                raise
+        return self.result()
+
+    def __repr__(self) -> str:
+        state = ("pending", "running", "finished", "cancelled")[self._state]
+        return f"<Job when={self.deadline!r} {state} {self._fn!r}>"
+
+
+def _nothing(*args: Any) -> None:
+    return None
+
+
+class Timer:
+    """A hierarchical timing wheel driven on the running event loop.
+
+    Use it as ``async with aiowheel.Timer() as timer:``; leaving the block (or ``aclose()``)
+    cancels pending timers, cancels and waits for running jobs, and wakes awaiters of pending jobs
+    with their cancellation. Its clock is the loop's (``loop.time()`` on asyncio and uvloop,
+    ``trio.current_time()`` on trio).
+
+    Args:
+        tick: width of a level-0 slot, in seconds; a timer fires at most one tick late.
+        wheel_size: slots per wheel level.
+        max_pending: if set, scheduling while this many timers are pending raises
+            :class:`PendingLimitError` (Netty's ``maxPendingTimeouts``).
+        exception_handler: called with asyncio's context dict (``message``, ``exception``,
+            ``handle``) when a callback raises. Default: ``loop.call_exception_handler`` on
+            asyncio, the ``aiowheel`` logger on trio.
+    """
+
+    _backend: Backend
+
+    def __init__(
+        self,
+        tick: float = 0.001,
+        wheel_size: int = 64,
+        *,
+        max_pending: int | None = None,
+        exception_handler: Callable[[dict[str, Any]], object] | None = None,
+    ) -> None:
+        if max_pending is not None and (
+            isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1
+        ):
+            raise ValueError(f"max_pending must be a positive int or None, got {max_pending!r}")
+        self.tick = tick
+        self.wheel_size = wheel_size
+        self.max_pending = max_pending
+        self.exception_handler = exception_handler
+        # Validates tick and wheel_size now: a bad argument is a bug at the call site. Replaced
+        # by a wheel starting at the loop's time in __aenter__.
+        self._wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)
+        self._time: Callable[[], float] = _not_running
+        self._running = False
+        self._closed = False
+        # When the driver is armed to wake; -inf while it is dispatching (it re-arms after).
+        self._armed_at = math.inf
+        self._fired = 0
+        self._cancelled_count = 0
+        self._early = 0
+        self._max_lateness = 0.0
+        self._wakeups = 0
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Timer:
+        if self._closed:
+            raise RuntimeError("Timer is closed; create a new one")
+        if self._running:
+            raise RuntimeError("Timer is already running")
+        backend = current_backend()
+        self._backend = backend
+        self._time = backend.time
+        self._wheel = HierarchicalWheel(self.tick, self.wheel_size, start=backend.time())
+        self._running = True
+        await backend.start(self._drive)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Cancel pending timers and jobs, cancel running jobs and wait for them. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._running:
+            return
+        self._running = False
+        for entry in self._wheel.remove_all():
+            assert isinstance(entry, TimerHandle)
+            self._cancelled_count += 1
+            entry._cancelled = True
+            self._release(entry)
+            if isinstance(entry, Job):
+                entry._finish(_CANCELLED, None)
+        await self._backend.stop()
+
+    @property
+    def closed(self) -> bool:
+        """True once the Timer was closed."""
+        return self._closed
+
+    # -- scheduling ---------------------------------------------------------------------------
+
+    def time(self) -> float:
+        """The Timer's clock: the running loop's time."""
+        return self._time()
+
+    def call_later(
+        self,
+        delay: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> TimerHandle:
+        """Run ``callback(*args)`` in ``delay`` seconds; like ``loop.call_later``.
+
+        A negative delay is due at once (it still runs in a later pass of the driver, never
+        inline). Raises TypeError for a non-number, a non-callable or a coroutine function,
+        ValueError for NaN or infinity, RuntimeError if the Timer is not running,
+        PendingLimitError beyond ``max_pending``.
+        """
+        if not self._running:
+            self._check_running()
+        if delay is None:
+            raise TypeError("delay must not be None")
+        _check_number(delay, "delay")
+        _check_callback(callback, "call_later")
+        return self._add(TimerHandle(self._time() + delay, callback, args, self, context))
+
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> TimerHandle:
+        """Run ``callback(*args)`` at loop time ``when``; like ``loop.call_at``.
+
+        Checks and errors as for :meth:`call_later`.
+        """
+        if not self._running:
+            self._check_running()
+        if when is None:
+            raise TypeError("when cannot be None")
+        _check_number(when, "when")
+        _check_callback(callback, "call_at")
+        return self._add(TimerHandle(when, callback, args, self, context))
+
+    def schedule(self, delay: float, fn: Callable[..., Any], *args: Any) -> Job[Any]:
+        """Run ``fn(*args)`` in ``delay`` seconds and return a :class:`Job` to await its result.
+
+        ``fn`` may be a coroutine function: its coroutine then runs as a task the Timer owns.
+        ``result = await timer.schedule(5, fetch)`` waits five seconds, then returns fetch's
+        result.
+        """
+        if not self._running:
+            self._check_running()
+        _check_number(delay, "delay")
+        return self.schedule_at(self._time() + delay, fn, *args)
+
+    def schedule_at(self, when: float, fn: Callable[..., Any], *args: Any) -> Job[Any]:
+        """Like :meth:`schedule` with an absolute loop time."""
+        if not self._running:
+            self._check_running()
+        _check_number(when, "when")
+        if not callable(fn):
+            raise TypeError(f"a callable object was expected by schedule(), got {fn!r}")
+        return self._add(Job(when, fn, args, self))
+
+    async def sleep(self, delay: float) -> None:
+        """Sleep ``delay`` seconds on the wheel (never less; at most one tick more)."""
+        if not self._running:
+            self._check_running()
+        _check_number(delay, "delay")
+        await self.sleep_until(self._time() + delay)
+
+    async def sleep_until(self, when: float) -> None:
+        """Sleep until loop time ``when`` on the wheel. A time in the past still yields once."""
+        _check_number(when, "when")
+        if not self._running:
+            self._check_running()
+        await self._backend.sleep_until(self, when)
+
+    def _add(self, handle: H) -> H:
+        wheel = self._wheel
+        limit = self.max_pending
+        if limit is not None and len(wheel) >= limit:
+            raise PendingLimitError(
+                f"{len(wheel)} timers are pending, the limit is max_pending={limit}"
+            )
+        wheel.add_entry(handle)
+        if handle.deadline < self._armed_at:
+            self._rearm()
+        return handle
+
+    def _check_running(self) -> NoReturn:
+        if self._closed:
+            raise RuntimeError("Timer is closed")
+        raise RuntimeError("Timer is not running: use it inside 'async with Timer() as timer:'")
+
+    def _forget(self, handle: TimerHandle) -> None:
+        """A handle was cancelled: take it out of the wheel and release what it holds."""
+        if self._wheel.remove(handle):
+            self._cancelled_count += 1
+        self._release(handle)
+
+    @staticmethod
+    def _release(handle: TimerHandle) -> None:
+        handle.payload = None
+        handle._args = ()
+        handle._context = None
+        handle._timer = None
+
+    # -- the driver ---------------------------------------------------------------------------
+
+    def _rearm(self) -> None:
+        next_deadline = self._wheel.next_deadline()
+        if next_deadline is not None and next_deadline < self._armed_at:
+            self._armed_at = next_deadline
+            self._backend.arm(next_deadline)
+
+    async def _drive(self) -> None:
+        backend = self._backend
+        wheel = self._wheel
+        while True:
+            await backend.wait()
+            self._wakeups += 1
+            self._armed_at = -math.inf
+            self._run_due()
+            next_deadline = wheel.next_deadline()
+            self._armed_at = math.inf if next_deadline is None else next_deadline
+            backend.arm(next_deadline)
+
+    def _run_due(self) -> None:
+        now = self._time()
+        due = cast("list[TimerHandle]", self._wheel.advance_entries(now))
+        if not due:
+            return
+        index = 0
+        try:
+            for index, handle in enumerate(due):  # noqa: B007 -- index is used on interrupt
+                if handle._cancelled:  # by an earlier callback of this batch
+                    continue
+                lateness = now - handle.deadline
+                if lateness > self._max_lateness:
+                    self._max_lateness = lateness
+                elif lateness < 0:
+                    self._early += 1
+                self._fired += 1
+                callback = handle.payload
+                args = handle._args
+                context = handle._context
+                handle._timer = None
+                handle.payload = None
+                handle._args = ()
+                handle._context = None
+                try:
+                    context.run(callback, *args)  # type: ignore[union-attr, arg-type]
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:  # as asyncio's Handle._run
+                    self._report_error(handle, callback, args, exc)
+        except BaseException:
+            # SystemExit or KeyboardInterrupt from a callback: the rest of the batch stays
+            # scheduled (due at once) instead of being lost.
+            for handle in due[index + 1 :]:
+                if not handle._cancelled:
+                    self._wheel.add_entry(handle)
+            raise
+
+    def _report_error(
+        self, handle: TimerHandle, callback: object, args: tuple[Any, ...], exc: BaseException
+    ) -> None:
+        name = getattr(callback, "__qualname__", None) or repr(callback)
+        context = {
+            "message": f"Exception in callback {name}{args!r}",
+            "exception": exc,
+            "handle": handle,
+        }
+        handler = self.exception_handler
+        if handler is None:
+            self._backend.report(context)
+            return
+        try:
+            handler(context)
+        except Exception:
+            logger.exception("Exception in aiowheel exception_handler")
+
+    # -- observability ------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        """Timers and jobs pending in the wheel."""
+        return len(self._wheel)
+
+    def stats(self) -> TimerStats:
+        """Counters since the Timer started."""
+        return TimerStats(
+            pending=len(self._wheel),
+            fired=self._fired,
+            cancelled=self._cancelled_count,
+            early=self._early,
+            max_lateness=self._max_lateness,
+            driver_wakeups=self._wakeups,
+            levels=self._wheel.levels,
+        )
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "running" if self._running else "idle"
+        return (
+            f"<Timer tick={self.tick!r} wheel_size={self.wheel_size} {state} pending={len(self)}>"
+        )
+
+
+def _not_running() -> float:
+    raise RuntimeError("Timer is not running: use it inside 'async with Timer() as timer:'")
