@@ -75,7 +75,12 @@ class TimerStats:
     """Wheel levels created so far."""
 
 
+_INF = math.inf
+
+
 def _check_number(value: object, what: str) -> float:
+    if type(value) is float and -_INF < value < _INF:  # the common case, checked cheaply
+        return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} must be an int or a float, got {value!r}")
     if not math.isfinite(value):
@@ -95,6 +100,10 @@ def _is_coroutine_function(func: object) -> bool:
 def _check_callback(callback: object, method: str) -> None:
     # The same checks and messages as asyncio's BaseEventLoop._check_callback, made always, not
     # only in debug mode.
+    if type(callback) is FunctionType:  # the common case: no coroutine, surely callable
+        if callback.__code__.co_flags & _COROUTINE_FLAGS:
+            raise TypeError(f"coroutines cannot be used with {method}()")
+        return
     if inspect.iscoroutine(callback) or _is_coroutine_function(callback):
         raise TypeError(f"coroutines cannot be used with {method}()")
     if not callable(callback):
@@ -196,6 +205,7 @@ class Job(TimerHandle, Generic[T]):
         self._task = None
 
     def _start(self) -> None:
+        self.payload = None  # this bound method: break the cycle job -> payload -> job
         try:
             result = self._fn(*self._fn_args)
         except Exception as exc:
@@ -509,30 +519,24 @@ class Timer:
         due = cast("list[TimerHandle]", self._wheel.advance_entries(now))
         if not due:
             return
-        index = 0
+        # The batch is in deadline order: its first entry is the latest, its last the earliest.
+        lateness = now - due[0].deadline
+        self._max_lateness = max(self._max_lateness, lateness)
+        if due[-1].deadline > now:  # impossible by the wheel's construction; counted as proof
+            self._early += sum(1 for handle in due if handle.deadline > now)
+        index = skipped = 0
         try:
             for index, handle in enumerate(due):  # noqa: B007 -- index is used on interrupt
                 if handle._cancelled:  # by an earlier callback of this batch
+                    skipped += 1
                     continue
-                lateness = now - handle.deadline
-                if lateness > self._max_lateness:
-                    self._max_lateness = lateness
-                elif lateness < 0:
-                    self._early += 1
-                self._fired += 1
-                callback = handle.payload
-                args = handle._args
-                context = handle._context
                 handle._timer = None
-                handle.payload = None
-                handle._args = ()
-                handle._context = None
                 try:
-                    context.run(callback, *args)  # type: ignore[union-attr, arg-type]
+                    handle._context.run(handle.payload, *handle._args)  # type: ignore[union-attr, arg-type]
                 except (SystemExit, KeyboardInterrupt):
                     raise
                 except BaseException as exc:  # as asyncio's Handle._run
-                    self._report_error(handle, callback, args, exc)
+                    self._report_error(handle, exc)
         except BaseException:
             # SystemExit or KeyboardInterrupt from a callback: the rest of the batch stays
             # scheduled (due at once) instead of being lost.
@@ -540,13 +544,14 @@ class Timer:
                 if not handle._cancelled:
                     self._wheel.add_entry(handle)
             raise
+        finally:
+            self._fired += index + 1 - skipped
 
-    def _report_error(
-        self, handle: TimerHandle, callback: object, args: tuple[Any, ...], exc: BaseException
-    ) -> None:
+    def _report_error(self, handle: TimerHandle, exc: BaseException) -> None:
+        callback = handle.payload
         name = getattr(callback, "__qualname__", None) or repr(callback)
         context = {
-            "message": f"Exception in callback {name}{args!r}",
+            "message": f"Exception in callback {name}{handle._args!r}",
             "exception": exc,
             "handle": handle,
         }

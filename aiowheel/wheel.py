@@ -50,6 +50,7 @@ E = TypeVar("E", bound="Entry[Any]")
 _Bucket = dict["Entry[Any]", None]
 
 _order = attrgetter("deadline", "_seq")
+_ABSENT = object()
 
 # Tick counts are kept below 2**52 in magnitude: there every count, and its neighbours used by the
 # one-step corrections in _ceil_ticks/_floor_ticks, is an exact float. From 2**53 on, adjacent
@@ -72,7 +73,9 @@ class Entry(Generic[P]):
     _ticks: int
     # Add order; ties between equal deadlines are broken by it.
     _seq: int
-    # The bucket holding this entry, or None once it fired or was removed.
+    # The bucket this entry was last filed in; None before filing and after remove. An entry
+    # that came out of advance still points at its (since emptied or reused) bucket: it is
+    # pending iff it is in that bucket. This spares advance a store per fired entry.
     _bucket: _Bucket | None
 
     def __init__(self, deadline: float, payload: P) -> None:
@@ -83,10 +86,11 @@ class Entry(Generic[P]):
     @property
     def pending(self) -> bool:
         """True while the entry sits in its wheel: neither returned by ``advance`` nor removed."""
-        return self._bucket is not None
+        bucket = self._bucket
+        return bucket is not None and self in bucket
 
     def __repr__(self) -> str:
-        state = "pending" if self._bucket is not None else "done"
+        state = "pending" if self.pending else "done"
         return f"<Entry deadline={self.deadline!r} {state}>"
 
 
@@ -244,7 +248,8 @@ class HierarchicalWheel(Generic[P]):
         already; a non-number still raises TypeError and NaN or infinity ValueError. An entry
         can be filed once.
         """
-        if entry._bucket is not None:
+        bucket = entry._bucket
+        if bucket is not None and entry in bucket:
             raise ValueError(f"{entry!r} is already pending")
         entry._ticks = self._ceil_ticks(entry.deadline)
         entry._seq = seq = self._seq
@@ -259,9 +264,8 @@ class HierarchicalWheel(Generic[P]):
         Returns False if it was no longer pending (already returned by ``advance`` or removed).
         """
         bucket = entry._bucket
-        if bucket is None:
+        if bucket is None or bucket.pop(entry, _ABSENT) is _ABSENT:
             return False
-        del bucket[entry]
         entry._bucket = None
         entry.payload = None
         self._len -= 1
@@ -323,11 +327,13 @@ class HierarchicalWheel(Generic[P]):
                 continue
             for lvl in levels:
                 lvl.advance_to(expiration)
-            # A fresh dict, so that re-filing can never land in the bucket being flushed.
-            level.buckets[slot] = {}
             if index == 0:
+                # Emptied in place: the fired entries keep pointing at it (see Entry._bucket).
                 batch.extend(bucket)
+                bucket.clear()
             else:
+                # A fresh dict, so that re-filing can never land in the bucket being flushed.
+                level.buckets[slot] = {}
                 for entry in bucket:
                     self._file(entry)
                 # Cascaded entries whose tick has come went to self._due.
@@ -341,8 +347,6 @@ class HierarchicalWheel(Generic[P]):
         if len(batch) > 1:
             batch.sort(key=_order)
         self._len -= len(batch)
-        for entry in batch:
-            entry._bucket = None
         return batch
 
     def remove_all(self) -> list[Entry[P]]:
@@ -374,7 +378,7 @@ class HierarchicalWheel(Generic[P]):
         reported as ``(0, slot of the clock's tick)``: it comes out at the next ``advance``.
         """
         bucket = entry._bucket
-        if bucket is None:
+        if bucket is None or entry not in bucket:
             return None
         if bucket is self._due:
             return (0, self._levels[0].current % self.wheel_size)
@@ -401,15 +405,17 @@ class HierarchicalWheel(Generic[P]):
         """Put ``entry`` in the lowest level whose range holds its tick (Kafka's ``add``)."""
         q = entry._ticks
         levels = self._levels
-        if q <= levels[0].current:
+        level = levels[0]
+        if q <= level.current:
             self._due[entry] = None
             entry._bucket = self._due
             return
-        for level in levels:
-            if q < level.current + level.span:
-                break
-        else:
-            level = self._grow(q)
+        if q >= level.current + level.span:
+            for level in levels:
+                if q < level.current + level.span:
+                    break
+            else:
+                level = self._grow(q)
         virtual_id = q // level.width
         slot = virtual_id % self.wheel_size
         bucket = level.buckets[slot]
