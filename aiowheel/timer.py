@@ -37,13 +37,17 @@ from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from functools import partial
 from types import FunctionType, MethodType, TracebackType
-from typing import Any, Generic, NoReturn, TypeVar, cast, final
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast, final
 
 import anyio
 
 from aiowheel._backends import Backend, Cancellable, current_backend
+from aiowheel._impl import Entry, HierarchicalWheel
 from aiowheel.exceptions import PendingLimitError
-from aiowheel.wheel import Entry, HierarchicalWheel
+
+if TYPE_CHECKING:
+    from aiowheel._backends import CancelScope
+    from aiowheel.timeouts import Timeout
 
 __all__ = ["Job", "Timer", "TimerHandle", "TimerStats"]
 
@@ -180,7 +184,7 @@ class Job(TimerHandle, Generic[T]):
     job, as awaiting an asyncio future does.
     """
 
-    __slots__ = ("_done", "_fn", "_fn_args", "_outcome", "_owner", "_state", "_task")
+    __slots__ = ("_done", "_fn", "_fn_args", "_outcome", "_owner", "_retrieved", "_state", "_task")
 
     _fn: Callable[..., Any]
     _fn_args: tuple[Any, ...]
@@ -193,6 +197,8 @@ class Job(TimerHandle, Generic[T]):
     # Set when the job is done; created by the first awaiter.
     _done: anyio.Event | None
     _task: Cancellable | None
+    # Whether result() was called: an exception nobody retrieved is reported when the job dies.
+    _retrieved: bool
 
     def __init__(self, when: float, fn: Callable[..., Any], args: tuple[Any, ...], timer: Timer):
         super().__init__(when, self._start, (), timer, None)
@@ -203,16 +209,20 @@ class Job(TimerHandle, Generic[T]):
         self._outcome = None
         self._done = None
         self._task = None
+        self._retrieved = False
 
     def _start(self) -> None:
         self.payload = None  # this bound method: break the cycle job -> payload -> job
+        # Running from here on: a plain fn that cancels its own job cannot undo its call.
+        self._state = _RUNNING
         try:
             result = self._fn(*self._fn_args)
-        except Exception as exc:
+        except BaseException as exc:
             self._finish(_FINISHED, exc)
+            if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+                raise
             return
         if inspect.iscoroutine(result):
-            self._state = _RUNNING
             self._task = self._owner._backend.spawn(
                 partial(self._run, result), contextvars.copy_context()
             )
@@ -225,14 +235,19 @@ class Job(TimerHandle, Generic[T]):
         except self._owner._backend.cancelled_exc_class:
             self._finish(_CANCELLED, None)
             raise
-        except Exception as exc:
+        except BaseException as exc:
             self._finish(_FINISHED, exc)
+            if isinstance(exc, (SystemExit, KeyboardInterrupt)):
+                raise
         else:
             self._finish(_FINISHED, result)
 
     def _finish(self, state: int, outcome: Any) -> None:
         self._state = state
         self._outcome = outcome
+        # True also when aclose() cancelled its task; False when a cancel request came too late
+        # or the coroutine swallowed it and returned, as a Task reports it.
+        self._cancelled = state == _CANCELLED
         self._fn = _nothing
         self._fn_args = ()
         self._task = None
@@ -260,6 +275,7 @@ class Job(TimerHandle, Generic[T]):
             raise self._owner._backend.job_cancelled()
         if self._state != _FINISHED:
             raise RuntimeError("Job is not done yet")
+        self._retrieved = True
         if isinstance(self._outcome, BaseException):
             raise self._outcome
         return self._outcome  # type: ignore[no-any-return]
@@ -277,6 +293,15 @@ class Job(TimerHandle, Generic[T]):
                 self.cancel()
                 raise
         return self.result()
+
+    def __del__(self) -> None:
+        # As asyncio does for a task: a failure nobody looked at must not vanish silently.
+        if self._state == _FINISHED and not self._retrieved:
+            outcome = self._outcome
+            if isinstance(outcome, Exception):
+                self._owner._report(
+                    None, (), outcome, self, message="Job exception was never retrieved"
+                )
 
     def __repr__(self) -> str:
         state = ("pending", "running", "finished", "cancelled")[self._state]
@@ -315,10 +340,11 @@ class Timer:
         max_pending: int | None = None,
         exception_handler: Callable[[dict[str, Any]], object] | None = None,
     ) -> None:
-        if max_pending is not None and (
-            isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1
-        ):
-            raise ValueError(f"max_pending must be a positive int or None, got {max_pending!r}")
+        if max_pending is not None:
+            if isinstance(max_pending, bool) or not isinstance(max_pending, int):
+                raise TypeError(f"max_pending must be an int or None, got {max_pending!r}")
+            if max_pending < 1:
+                raise ValueError(f"max_pending must be >= 1, got {max_pending!r}")
         self.tick = tick
         self.wheel_size = wheel_size
         self.max_pending = max_pending
@@ -439,7 +465,9 @@ class Timer:
         if not self._running:
             self._check_running()
         _check_number(delay, "delay")
-        return self.schedule_at(self._time() + delay, fn, *args)
+        if not callable(fn):
+            raise TypeError(f"a callable object was expected by schedule(), got {fn!r}")
+        return self._add(Job(self._time() + delay, fn, args, self))
 
     def schedule_at(self, when: float, fn: Callable[..., Any], *args: Any) -> Job[Any]:
         """Like :meth:`schedule` with an absolute loop time."""
@@ -447,7 +475,7 @@ class Timer:
             self._check_running()
         _check_number(when, "when")
         if not callable(fn):
-            raise TypeError(f"a callable object was expected by schedule(), got {fn!r}")
+            raise TypeError(f"a callable object was expected by schedule_at(), got {fn!r}")
         return self._add(Job(when, fn, args, self))
 
     async def sleep(self, delay: float) -> None:
@@ -458,11 +486,54 @@ class Timer:
         await self.sleep_until(self._time() + delay)
 
     async def sleep_until(self, when: float) -> None:
-        """Sleep until loop time ``when`` on the wheel. A time in the past still yields once."""
+        """Sleep until loop time ``when`` on the wheel. A time in the past still yields once.
+
+        If the Timer closes first, raises what awaiting a pending job then raises
+        (``asyncio.CancelledError``, or :class:`~aiowheel.JobCancelled` on trio).
+        """
         _check_number(when, "when")
         if not self._running:
             self._check_running()
-        await self._backend.sleep_until(self, when)
+        await self.schedule_at(when, _nothing)
+
+    # -- timeouts -----------------------------------------------------------------------------
+    # Timeout lives a layer up, in aiowheel.timeouts (which imports this module); these are its
+    # entry points, named as asyncio and anyio name them, so they import it when called.
+
+    def timeout(self, delay: float | None) -> Timeout:
+        """``async with timer.timeout(delay):`` cancels the block ``delay`` seconds from now and
+        raises TimeoutError, like ``asyncio.timeout``; None: no deadline. The deadline is an
+        entry on this Timer's wheel. See :class:`aiowheel.timeouts.Timeout`."""
+        from aiowheel.timeouts import Timeout
+
+        return Timeout(self, self._time_after(delay), fail=True)
+
+    def timeout_at(self, when: float | None) -> Timeout:
+        """Like :meth:`timeout` with a deadline in the Timer's clock, like
+        ``asyncio.timeout_at``."""
+        from aiowheel.timeouts import Timeout
+
+        return Timeout(self, when, fail=True)
+
+    def move_on_after(self, delay: float | None) -> Timeout:
+        """Like :meth:`timeout` but without raising: the block just ends (anyio's and trio's
+        ``move_on_after``); ``cancelled_caught`` tells whether the deadline cut it short."""
+        from aiowheel.timeouts import Timeout
+
+        return Timeout(self, self._time_after(delay), fail=False)
+
+    def move_on_at(self, when: float | None) -> Timeout:
+        """Like :meth:`move_on_after` with a deadline in the Timer's clock."""
+        from aiowheel.timeouts import Timeout
+
+        return Timeout(self, when, fail=False)
+
+    def _time_after(self, delay: float | None) -> float | None:
+        if delay is None:
+            return None
+        if not self._running:
+            self._check_running()
+        return self._time() + _check_number(delay, "delay")
 
     def _add(self, handle: H) -> H:
         wheel = self._wheel
@@ -482,9 +553,11 @@ class Timer:
         raise RuntimeError("Timer is not running: use it inside 'async with Timer() as timer:'")
 
     def _forget(self, handle: TimerHandle) -> None:
-        """A handle was cancelled: take it out of the wheel and release what it holds."""
-        if self._wheel.remove(handle):
-            self._cancelled_count += 1
+        """A handle was cancelled before it ran: take it out of the wheel (unless an earlier
+        callback of its due batch cancelled it, when it is out already) and release what it
+        holds."""
+        self._wheel.remove(handle)
+        self._cancelled_count += 1
         self._release(handle)
 
     @staticmethod
@@ -548,13 +621,24 @@ class Timer:
             self._fired += index + 1 - skipped
 
     def _report_error(self, handle: TimerHandle, exc: BaseException) -> None:
-        callback = handle.payload
-        name = getattr(callback, "__qualname__", None) or repr(callback)
-        context = {
-            "message": f"Exception in callback {name}{handle._args!r}",
-            "exception": exc,
-            "handle": handle,
-        }
+        self._report(handle.payload, handle._args, exc, handle)
+
+    def _report(
+        self,
+        callback: object,
+        args: tuple[Any, ...],
+        exc: BaseException,
+        handle: TimerHandle | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Send the error of ``callback(*args)`` to the exception_handler or the backend, in
+        asyncio's context dict shape."""
+        if message is None:
+            name = getattr(callback, "__qualname__", None) or repr(callback)
+            message = f"Exception in callback {name}{args!r}"
+        context: dict[str, Any] = {"message": message, "exception": exc}
+        if handle is not None:
+            context["handle"] = handle
         handler = self.exception_handler
         if handler is None:
             self._backend.report(context)
@@ -563,6 +647,43 @@ class Timer:
             handler(context)
         except Exception:
             logger.exception("Exception in aiowheel exception_handler")
+
+    # -- hooks for the feature layers (aiowheel.idle, aiowheel.timeouts) ----------------------
+
+    def _open_cancel_scope(self) -> CancelScope:
+        """Enter a cancel scope in the calling task (``Backend.open_cancel_scope``)."""
+        if not self._running:
+            self._check_running()
+        return self._backend.open_cancel_scope()
+
+    def _run_now(self, callback: Callable[..., object], args: tuple[Any, ...]) -> None:
+        """Call ``callback(*args)`` now, as the driver calls a due callback: its error is
+        reported like a timer callback's, never raised. If it returns a coroutine (it is a
+        coroutine function), the coroutine runs as a task the Timer owns, cancelled when the
+        Timer closes, and its error is reported the same way."""
+        try:
+            result = callback(*args)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # as asyncio's Handle._run
+            self._report(callback, args, exc)
+            return
+        if inspect.iscoroutine(result):
+            if not self._running:
+                result.close()
+                self._check_running()
+            self._backend.spawn(
+                partial(self._await_reporting, result, callback, args),
+                contextvars.copy_context(),
+            )
+
+    async def _await_reporting(
+        self, coro: Coroutine[Any, Any, object], callback: object, args: tuple[Any, ...]
+    ) -> None:
+        try:
+            await coro
+        except Exception as exc:
+            self._report(callback, args, exc)
 
     # -- observability ------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """Backend adapters: everything the Timer needs from an event loop, behind one small interface.
 
 A :class:`Backend` knows how to read the clock, how the driver sleeps until an armed time (and
-how to move that time), how to spawn a coroutine job, how to sleep a task until a wheel timer
-fires, and where a callback's error goes. Everything else in aiowheel is written once against
-this interface, as anyio does with its ``_backends`` package. One module per backend:
+how to move that time), how to spawn a coroutine job, how to cancel part of a task (a
+:class:`CancelScope`, for timeouts), and where a callback's error goes. Everything else in
+aiowheel is written once against this interface, as anyio does with its ``_backends`` package.
+One module per backend:
 
 * :mod:`aiowheel._backends._asyncio` -- asyncio and uvloop (any ``asyncio`` event loop);
 * :mod:`aiowheel._backends._trio` -- trio, directly or through ``anyio.run(backend="trio")``.
@@ -14,18 +15,38 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import Context
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from aiowheel.timer import Timer
-
-__all__ = ["Backend", "Cancellable", "current_backend"]
+__all__ = ["Backend", "CancelScope", "Cancellable", "current_backend"]
 
 
 class Cancellable(Protocol):
     """What ``Backend.spawn`` returns: a handle to cancel the running job."""
 
     def cancel(self) -> Any: ...
+
+
+class CancelScope(Protocol):
+    """The code between entering and closing the scope, in the task that entered it: what a
+    timeout cancels. Opened by ``Backend.open_cancel_scope``.
+
+    Cancellation follows the backend's own rules: on asyncio a ``task.cancel()`` counted with
+    ``uncancel()`` exactly as ``asyncio.timeout`` does, on trio a ``trio.CancelScope``.
+    """
+
+    def cancel(self) -> None:
+        """Cancel the scope's code: it gets the backend's cancellation at its next await (or
+        checkpoint). May be called from any task of the loop, including the scope's own."""
+        ...
+
+    def close(self, exc: BaseException | None) -> bool:
+        """Leave the scope, from its task, with the exception leaving it (None if none).
+
+        True iff ``exc`` is this scope's own cancellation, caught here: the caller then raises
+        TimeoutError or swallows it. False for anything else, including a cancellation that
+        came from outside (it must propagate).
+        """
+        ...
 
 
 class Backend(Protocol):
@@ -60,8 +81,8 @@ class Backend(Protocol):
         """Run ``job()`` as a new task in ``context``; the result cancels it."""
         ...
 
-    async def sleep_until(self, timer: Timer, when: float) -> None:
-        """Suspend the calling task until ``timer`` fires a timer at ``when``."""
+    def open_cancel_scope(self) -> CancelScope:
+        """Enter a :class:`CancelScope` in the calling task. RuntimeError outside a task."""
         ...
 
     def report(self, context: dict[str, Any]) -> None:

@@ -3,19 +3,19 @@
 The driver sleeps on a future that one loop timer (``loop.call_at``) resolves; moving the wake-up
 time cancels that loop timer and arms a new one, so re-arming costs one loop timer no matter how
 many wheel timers are added. Jobs are plain tasks, errors go to ``loop.call_exception_handler``.
+A timeout cancels its task with ``task.cancel()`` and counts it back with ``uncancel()``, exactly
+as ``asyncio.timeout`` does (:class:`AsyncioCancelScope`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import Context
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from aiowheel.timer import Timer
-
-__all__ = ["AsyncioBackend"]
+__all__ = ["AsyncioBackend", "AsyncioCancelScope"]
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -29,13 +29,21 @@ class AsyncioBackend:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.time = loop.time
+        # asyncio's own loops read time.monotonic() through a Python method; calling the C
+        # function directly spares a frame on every clock read (every touch of IdleTimeouts).
+        # Loops with a clock of their own (uvloop, virtual-time test loops) keep theirs.
+        uses_monotonic = getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time
+        self.time: Callable[[], float] = time.monotonic if uses_monotonic else loop.time
         self._driver: asyncio.Task[None] | None = None
         # The loop timer that ends the driver's wait, and the future the driver waits on.
         self._alarm: asyncio.TimerHandle | None = None
         self._waiter: asyncio.Future[None] | None = None
         # Set when the alarm went off while the driver was not waiting (before its first wait).
         self._rang = False
+        # uvloop converts a delay to whole milliseconds with round(), so its timers can fire up
+        # to half a millisecond early; the driver would wake, find nothing due and re-arm, again
+        # and again, until the millisecond turns. Half a millisecond more makes round() a ceil.
+        self._bias = 0.0005 if type(loop).__module__.startswith("uvloop") else 0.0
         self._jobs: set[asyncio.Task[None]] = set()
 
     async def start(self, driver: Callable[[], Coroutine[Any, Any, None]]) -> None:
@@ -44,8 +52,10 @@ class AsyncioBackend:
     async def stop(self) -> None:
         self.arm(None)
         tasks = [*self._jobs, *([self._driver] if self._driver is not None else [])]
-        for task in tasks:
-            task.cancel()
+        for task in self._jobs:
+            _cancel_soon(self.loop, task)
+        if self._driver is not None:
+            self._driver.cancel()
         # Not gather(): a job may swallow its cancellation, and stop() must still wait for all.
         for task in tasks:
             try:
@@ -60,7 +70,7 @@ class AsyncioBackend:
         alarm = self._alarm
         if alarm is not None:
             alarm.cancel()
-        self._alarm = None if when is None else self.loop.call_at(when, self._ring)
+        self._alarm = None if when is None else self.loop.call_at(when + self._bias, self._ring)
 
     def _ring(self) -> None:
         self._alarm = None
@@ -80,19 +90,14 @@ class AsyncioBackend:
         finally:
             self._waiter = None
 
-    def spawn(self, job: Callable[[], Awaitable[None]], context: Context) -> asyncio.Task[None]:
+    def spawn(self, job: Callable[[], Awaitable[None]], context: Context) -> _JobTask:
         task = self.loop.create_task(_run(job), context=context)
         self._jobs.add(task)
         task.add_done_callback(self._jobs.discard)
-        return task
+        return _JobTask(self.loop, task)
 
-    async def sleep_until(self, timer: Timer, when: float) -> None:
-        future: asyncio.Future[None] = self.loop.create_future()
-        handle = timer.call_at(when, _resolve, future)
-        try:
-            await future
-        finally:
-            handle.cancel()
+    def open_cancel_scope(self) -> AsyncioCancelScope:
+        return AsyncioCancelScope(self.loop)
 
     def report(self, context: dict[str, Any]) -> None:
         self.loop.call_exception_handler(context)
@@ -103,3 +108,76 @@ class AsyncioBackend:
 
 async def _run(job: Callable[[], Awaitable[None]]) -> None:
     await job()
+
+
+def _cancel_soon(loop: asyncio.AbstractEventLoop, task: asyncio.Task[None]) -> None:
+    # A task cancelled before its first step never runs its coroutine: job() would not be called,
+    # so the Job could not see its cancellation and would stay "running" forever. call_soon
+    # delivers the cancel after that first step, which was scheduled when the task was created.
+    loop.call_soon(task.cancel)
+
+
+class _JobTask:
+    """What ``spawn`` returns: cancels the job's task, never before the task has started."""
+
+    __slots__ = ("_loop", "_task")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None]) -> None:
+        self._loop = loop
+        self._task = task
+
+    def cancel(self) -> None:
+        _cancel_soon(self._loop, self._task)
+
+
+class AsyncioCancelScope:
+    """A timeout's cancel scope: the calling task from now until ``close``.
+
+    The logic of ``asyncio.timeouts.Timeout``: ``cancel`` calls ``task.cancel()``; ``close``
+    calls ``task.uncancel()`` if it did, and the cancellation is this scope's own only if no other
+    cancel request arrived meanwhile (the task's ``cancelling()`` count is back to what it was on
+    entry) -- so an outer timeout or a ``task.cancel()`` from outside is never swallowed.
+
+    A cancel requested from the scope's own task (a deadline already past when the timeout is
+    entered or rescheduled) is delivered with ``call_soon``, before the task next resumes, as
+    ``asyncio.timeout`` does: cancelling the running task directly would leave the request
+    pending after the scope if its code finished without awaiting.
+    """
+
+    __slots__ = ("_cancelling", "_delivered", "_loop", "_soon", "_task")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        task = asyncio.current_task(loop)
+        if task is None:
+            raise RuntimeError("Timeout should be used inside a task")
+        self._loop = loop
+        self._task = task
+        # The task's pending cancel requests on entry; more on exit means another canceller.
+        self._cancelling = task.cancelling()
+        # The pending call_soon of a cancel requested from the task itself.
+        self._soon: asyncio.Handle | None = None
+        # True once task.cancel() was called for this scope (then close() must uncancel).
+        self._delivered = False
+
+    def cancel(self) -> None:
+        if self._delivered or self._soon is not None:
+            return
+        if asyncio.current_task(self._loop) is self._task:
+            self._soon = self._loop.call_soon(self._deliver)
+        else:
+            self._deliver()
+
+    def _deliver(self) -> None:
+        self._soon = None
+        self._delivered = True
+        self._task.cancel()
+
+    def close(self, exc: BaseException | None) -> bool:
+        if self._soon is not None:
+            self._soon.cancel()
+            self._soon = None
+        return (
+            self._delivered
+            and self._task.uncancel() <= self._cancelling
+            and isinstance(exc, asyncio.CancelledError)
+        )

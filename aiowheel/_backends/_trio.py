@@ -4,7 +4,8 @@ The driver sleeps in a trio cancel scope whose deadline is the armed time; re-ar
 that deadline (trio keeps deadlines in its own heap), so it costs no allocation. Jobs run in a
 nursery the Timer owns, each in its own cancel scope. trio has no loop-wide exception handler,
 so callback errors are logged on the ``aiowheel`` logger (or go to the Timer's
-``exception_handler``).
+``exception_handler``). A timeout is a ``trio.CancelScope`` without a deadline of its own: the
+wheel calls its ``cancel()`` (:class:`TrioCancelScope`).
 """
 
 from __future__ import annotations
@@ -13,16 +14,13 @@ import logging
 import math
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import Context
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import trio
 
 from aiowheel.exceptions import JobCancelled
 
-if TYPE_CHECKING:
-    from aiowheel.timer import Timer
-
-__all__ = ["TrioBackend"]
+__all__ = ["TrioBackend", "TrioCancelScope"]
 
 logger = logging.getLogger("aiowheel")
 
@@ -77,15 +75,8 @@ class TrioBackend:
         context.run(self._nursery.start_soon, run)
         return scope
 
-    async def sleep_until(self, timer: Timer, when: float) -> None:
-        task = trio.lowlevel.current_task()
-        handle = timer.call_at(when, trio.lowlevel.reschedule, task)
-
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            handle.cancel()
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        await trio.lowlevel.wait_task_rescheduled(abort)
+    def open_cancel_scope(self) -> TrioCancelScope:
+        return TrioCancelScope()
 
     def report(self, context: dict[str, Any]) -> None:
         exception = context.get("exception")
@@ -94,3 +85,26 @@ class TrioBackend:
 
     def job_cancelled(self) -> BaseException:
         return JobCancelled()
+
+
+class TrioCancelScope:
+    """A timeout's cancel scope: a ``trio.CancelScope`` entered now, in the calling task.
+
+    trio decides what it catches: its own cancellation only, and only when no enclosing scope is
+    cancelled too (then the outermost cancelled scope catches it), as ``trio.move_on_after``.
+    """
+
+    __slots__ = ("_scope",)
+
+    def __init__(self) -> None:
+        self._scope = trio.CancelScope()
+        self._scope.__enter__()
+
+    def cancel(self) -> None:
+        self._scope.cancel()
+
+    def close(self, exc: BaseException | None) -> bool:
+        if exc is None:
+            self._scope.__exit__(None, None, None)
+            return False
+        return self._scope.__exit__(type(exc), exc, exc.__traceback__)
