@@ -8,16 +8,20 @@ Layers, each importing only from the ones above it in this list:
 * edges: the command line, examples, benchmarks and the Spark pipeline.
 """
 
+from aiowheel._impl import Entry, HierarchicalWheel
 from aiowheel.exceptions import JobCancelled, PendingLimitError
+from aiowheel.idle import IdleTimeouts
+from aiowheel.timeouts import Timeout
 from aiowheel.timer import Job, Timer, TimerHandle, TimerStats
-from aiowheel.wheel import Entry, HierarchicalWheel
 
 __all__ = [
     "Entry",
     "HierarchicalWheel",
+    "IdleTimeouts",
     "Job",
     "JobCancelled",
     "PendingLimitError",
+    "Timeout",
     "Timer",
     "TimerHandle",
     "TimerStats",
