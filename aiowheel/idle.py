@@ -69,6 +69,8 @@ from collections.abc import Callable, Hashable
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from aiowheel.wheel import ceil_ticks
+
 if TYPE_CHECKING:
     from aiowheel.timer import Timer, TimerHandle
 
@@ -93,17 +95,6 @@ class _Deadline:
         self.filed: list[Hashable] = []
         # The wheel entry that fires at `when`; set while `filed` is non-empty.
         self.handle: TimerHandle | None = None
-
-
-def _ceil_ticks(t: float, tick: float) -> int:
-    """The smallest q with ``q * tick >= t`` in floats: the wheel's rounding of a deadline
-    (``HierarchicalWheel._ceil_ticks``), so that E is exactly the time the wheel fires it at."""
-    q = math.ceil(t / tick)
-    if q * tick < t:
-        q += 1
-    elif (q - 1) * tick >= t:
-        q -= 1
-    return q
 
 
 # A key that is still filed but no longer tracked (discarded, or expired while filed).
@@ -283,7 +274,7 @@ class IdleTimeouts(Generic[K]):
     def _next_deadline(self, w: float) -> _Deadline:
         """The deadline for ``t + timeout == w``: a new current one, since time moved on."""
         tick = self._timer.tick
-        q = _ceil_ticks(w, tick)
+        q = ceil_ticks(w, tick)
         current = self._current = _Deadline((q - 1) * tick, q * tick)
         return current
 

@@ -26,6 +26,9 @@ __all__ = ["VirtualTimeLoop", "run"]
 
 T = TypeVar("T")
 
+# asyncio.base_events.MAXIMUM_SELECT_TIMEOUT: the longest asyncio ever waits in select().
+_MAXIMUM_SELECT_TIMEOUT = 24 * 3600
+
 
 class _JumpingSelector(selectors.DefaultSelector):
     """A selector whose blocking ``select(timeout)`` advances the loop's clock instead."""
@@ -66,11 +69,13 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         self._virtual_now += seconds
 
     def _jump(self, timeout: float) -> None:
-        # Jump to exactly the next timer's time: now + timeout may round below it.
+        # Jump to exactly the next timer's time: now + (when - now) may round to either side of
+        # it. asyncio caps its select timeout at a day; then jump by the cap, as a real loop
+        # would wake up.
         target = self._virtual_now + timeout
         scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
-        if scheduled:
-            target = max(target, scheduled[0].when())
+        if scheduled and timeout < _MAXIMUM_SELECT_TIMEOUT:
+            target = scheduled[0].when()
         self._virtual_now = max(self._virtual_now, target)
 
 

@@ -41,7 +41,7 @@ from heapq import heappop, heappush
 from operator import attrgetter
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Entry", "HierarchicalWheel"]
+__all__ = ["Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"]
 
 P = TypeVar("P")
 E = TypeVar("E", bound="Entry[Any]")
@@ -53,9 +53,49 @@ _order = attrgetter("deadline", "_seq")
 _ABSENT = object()
 
 # Tick counts are kept below 2**52 in magnitude: there every count, and its neighbours used by the
-# one-step corrections in _ceil_ticks/_floor_ticks, is an exact float. From 2**53 on, adjacent
+# one-step corrections in ceil_ticks/floor_ticks, is an exact float. From 2**53 on, adjacent
 # counts collapse to one float, the corrections can fail and an entry could fire early.
 _MAX_TICKS = 2**52
+
+
+def ceil_ticks(t: float, tick: float) -> int:
+    """The smallest q with ``q * tick >= t`` (a float product): where a deadline is filed.
+
+    The one rounding rule of aiowheel: a deadline ``t`` fires at ``ceil_ticks(t, tick) * tick``,
+    never before ``t`` and less than a tick after it. ``IdleTimeouts`` and the Spark replay use it
+    to compute expiry times that match the wheel's exactly. ValueError if ``t / tick`` is not
+    finite or not below 2**52 in magnitude.
+    """
+    ratio = t / tick
+    if not abs(ratio) < _MAX_TICKS:
+        raise _out_of_range("deadline", t, tick)
+    q = math.ceil(ratio)
+    # t / tick is rounded; correct by at most one step so that the float product, which is what
+    # next_deadline reports and what the caller's clock is compared with, is exact.
+    if q * tick < t:
+        q += 1
+    elif (q - 1) * tick >= t:
+        q -= 1
+    return q
+
+
+def floor_ticks(t: float, tick: float) -> int:
+    """The largest q with ``q * tick <= t``: how far a wheel's clock may move at time t."""
+    ratio = t / tick
+    if not abs(ratio) < _MAX_TICKS:
+        raise _out_of_range("time", t, tick)
+    q = math.floor(ratio)
+    if q * tick > t:
+        q -= 1
+    elif (q + 1) * tick <= t:
+        q += 1
+    return q
+
+
+def _out_of_range(what: str, t: float, tick: float) -> ValueError:
+    if not math.isfinite(t):
+        return ValueError(f"{what} must be finite, got {t!r}")
+    return ValueError(f"{what} {t!r} is too far away for tick {tick!r}")
 
 
 class Entry(Generic[P]):
@@ -121,7 +161,11 @@ def _check_time(value: object, what: str) -> float:
     """Return ``value`` if it is a finite real number, else raise TypeError or ValueError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{what} must be an int or a float, got {value!r}")
-    if not math.isfinite(value):
+    try:
+        finite = math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        raise ValueError(f"{what} {value!r} is too far away") from None
+    if not finite:
         raise ValueError(f"{what} must be finite, got {value!r}")
     return value
 
@@ -171,7 +215,7 @@ class HierarchicalWheel(Generic[P]):
         _check_time(start, "start")
         self.tick = tick
         self.wheel_size = wheel_size
-        self._levels = [_Level(0, 1, wheel_size, self._floor_ticks(start))]
+        self._levels = [_Level(0, 1, wheel_size, floor_ticks(start, self.tick))]
         # Entries that were already due when added; they come out at the next advance.
         self._due: _Bucket = {}
         # (expiration ticks, level index, slot) of every queued bucket.
@@ -182,32 +226,10 @@ class HierarchicalWheel(Generic[P]):
     # -- time <-> ticks ----------------------------------------------------------------------
 
     def _ceil_ticks(self, t: float) -> int:
-        """The smallest q with ``q * tick >= t``: where a deadline is filed."""
-        tick = self.tick
-        ratio = t / tick
-        if not abs(ratio) < _MAX_TICKS:
-            raise ValueError(f"deadline {t!r} is too far away for tick {tick!r}")
-        q = math.ceil(ratio)
-        # t / tick is rounded; correct by at most one step so that the float product, which is
-        # what next_deadline reports and what the caller's clock is compared with, is exact.
-        if q * tick < t:
-            q += 1
-        elif (q - 1) * tick >= t:
-            q -= 1
-        return q
+        return ceil_ticks(t, self.tick)
 
     def _floor_ticks(self, t: float) -> int:
-        """The largest q with ``q * tick <= t``: how far the clock may move at time t."""
-        tick = self.tick
-        ratio = t / tick
-        if not abs(ratio) < _MAX_TICKS:
-            raise ValueError(f"time {t!r} is too far away for tick {tick!r}")
-        q = math.floor(ratio)
-        if q * tick > t:
-            q -= 1
-        elif (q + 1) * tick <= t:
-            q += 1
-        return q
+        return floor_ticks(t, self.tick)
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -251,7 +273,7 @@ class HierarchicalWheel(Generic[P]):
         bucket = entry._bucket
         if bucket is not None and entry in bucket:
             raise ValueError(f"{entry!r} is already pending")
-        entry._ticks = self._ceil_ticks(entry.deadline)
+        entry._ticks = ceil_ticks(entry.deadline, self.tick)
         entry._seq = seq = self._seq
         self._seq = seq + 1
         self._file(entry)
@@ -312,7 +334,7 @@ class HierarchicalWheel(Generic[P]):
         For layers that subclass :class:`Entry`: they own the payload from here on.
         """
         _check_time(now, "now")
-        now_ticks = self._floor_ticks(now)
+        now_ticks = floor_ticks(now, self.tick)
         due = self._due
         batch: list[Entry[P]] = list(due)
         due.clear()

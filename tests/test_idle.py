@@ -281,9 +281,16 @@ async def test_rounding_up_to_the_tick(virtual_time: None) -> None:
     tick=st.sampled_from([0.001, 0.003, 0.01, 0.1, 0.25, 1.0, 1 / 3]),
 )
 def test_the_rule_is_the_wheels_rounding(t: float, timeout: float, tick: float) -> None:
-    # E is where the pure wheel files the deadline t + timeout, so the wheel fires it exactly.
-    wheel: HierarchicalWheel[None] = HierarchicalWheel(tick=tick)
-    assert expiry(t, timeout, tick) == wheel._ceil_ticks(t + timeout) * tick
+    # The documented E is exactly when the pure wheel fires the deadline t + timeout.
+    wheel: HierarchicalWheel[str] = HierarchicalWheel(tick=tick)
+    wheel.add(t + timeout, "key")
+    fired_at = None
+    while fired_at is None:
+        now = wheel.next_deadline()
+        assert now is not None
+        if wheel.advance(now):
+            fired_at = now
+    assert fired_at == expiry(t, timeout, tick)
 
 
 def test_rounding_with_a_decimal_tick_and_far_clock() -> None:

@@ -110,6 +110,21 @@ def test_the_clock_lands_exactly_on_the_timer_when_now_plus_timeout_rounds_below
     assert seen == [when]  # not a hair before: that would be a timer firing early
 
 
+def test_the_clock_lands_exactly_on_the_timer_when_now_plus_timeout_rounds_above_it() -> None:
+    start, when = 1.36, 3.53
+    assert start + (when - start) > when  # the opposite trap: overshooting by an ulp
+    seen: list[float] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        loop.call_at(when, lambda: (seen.append(loop.time()), done.set_result(None)))
+        await done
+
+    run(main(), start=start)
+    assert seen == [when]  # not a hair after: exact times are what virtual time is for
+
+
 def test_callbacks_see_their_own_when() -> None:
     async def main() -> list[tuple[float, float]]:
         loop = asyncio.get_running_loop()
