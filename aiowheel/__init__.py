@@ -11,6 +11,7 @@ Layers, each importing only from the ones above it in this list:
 from aiowheel._impl import Entry, HierarchicalWheel
 from aiowheel.exceptions import JobCancelled, PendingLimitError
 from aiowheel.idle import IdleTimeouts
+from aiowheel.loop import WheelLoop, WheelStats, loop_factory, new_event_loop, run
 from aiowheel.timeouts import Timeout
 from aiowheel.timer import Job, Timer, TimerHandle, TimerStats
 
@@ -25,5 +26,10 @@ __all__ = [
     "Timer",
     "TimerHandle",
     "TimerStats",
+    "WheelLoop",
+    "WheelStats",
+    "loop_factory",
+    "new_event_loop",
+    "run",
 ]
 __version__ = "0.1.0"

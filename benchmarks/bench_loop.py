@@ -1,0 +1,264 @@
+"""Plain event loop vs wheel-backed loop on an application-shaped workload, side by side.
+
+The workload runs once per variant and round, each time in a fresh subprocess so that no
+variant inherits another's heap. ``--workload app`` (the default):
+
+* ``n`` request tasks, each making ``requests`` requests: a short await (a few loop passes, as
+  an I/O round trip would be) under ``asyncio.timeout``, then another under
+  ``asyncio.wait_for``, with timeouts of 30-120 s that are never reached -- each timer is made
+  and cancelled;
+* ``n`` sleeping tasks, each in ``asyncio.sleep`` for ``longest_sleep / 10`` to
+  ``longest_sleep`` -- each timer fires.
+
+``--workload timers`` isolates the timers: ``n`` plain ``loop.call_later`` calls, 1000 per loop
+pass; four in five are timeouts (30-120 s) cancelled 50 passes later, so some 40 000 wait at
+any time, and one in five fire (``longest_sleep / 10`` to ``longest_sleep``).
+
+Variants: asyncio's default loop, the same with the wheel (``aiowheel.loop``), uvloop, and
+uvloop with the wheel. For each: CPU time of the workload (``time.process_time``), peak RSS
+growth (``ru_maxrss`` at the end minus RSS at the start, in its own process) and, with
+``--trace``, the Python heap's peak (``tracemalloc``, in one more process in the first round:
+tracing slows everything down several times). The variants alternate over ``--rounds`` rounds
+and the table shows medians; ratios are wheel / plain. Machines here are shared and noisy:
+compare ratios within one run, not absolute figures across runs. Nothing here asserts speed.
+
+    python benchmarks/bench_loop.py            # n = 100 000, 3 rounds
+    python benchmarks/bench_loop.py -n 20000 --rounds 5 --trace
+    python benchmarks/bench_loop.py --quick    # a smoke run
+    python benchmarks/bench_loop.py --workload timers --rounds 5
+    AIOWHEEL_NO_EXTENSIONS=1 python benchmarks/bench_loop.py   # on the pure-Python wheel
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+from typing import Any
+
+from aiowheel._impl import COMPILED
+from aiowheel.loop import WheelLoop, new_event_loop
+
+VARIANTS = ["asyncio", "asyncio+wheel", "uvloop", "uvloop+wheel"]
+PAIRS = [("asyncio", "asyncio+wheel"), ("uvloop", "uvloop+wheel")]
+
+
+def make_loop(variant: str) -> asyncio.AbstractEventLoop:
+    if variant == "asyncio":
+        return asyncio.new_event_loop()
+    if variant == "uvloop":
+        import uvloop
+
+        return uvloop.new_event_loop()
+    return new_event_loop(uvloop=variant == "uvloop+wheel")
+
+
+async def short_await() -> None:
+    """A stand-in for an I/O round trip: a few passes of the loop."""
+    for _ in range(3):
+        await asyncio.sleep(0)
+
+
+async def request_task(requests: int, rng: random.Random) -> None:
+    for _ in range(requests):
+        async with asyncio.timeout(rng.uniform(30, 120)):
+            await short_await()
+        await asyncio.wait_for(short_await(), timeout=rng.uniform(30, 120))
+
+
+async def workload(n: int, requests: int, longest_sleep: float) -> None:
+    rng = random.Random(1)
+    async with asyncio.TaskGroup() as group:
+        for _ in range(n):
+            group.create_task(request_task(requests, rng))
+            group.create_task(asyncio.sleep(rng.uniform(longest_sleep / 10, longest_sleep)))
+
+
+async def timer_workload(n: int, longest_sleep: float) -> None:
+    loop = asyncio.get_running_loop()
+    rng = random.Random(1)
+    all_fired = loop.create_future()
+    to_fire = len(range(0, n, 5))
+
+    def fire() -> None:
+        nonlocal to_fire
+        to_fire -= 1
+        if not to_fire:
+            all_fired.set_result(None)
+
+    batches: list[list[asyncio.TimerHandle]] = []
+    for start in range(0, n, 1000):
+        batch = []
+        for i in range(start, min(start + 1000, n)):
+            if i % 5:
+                batch.append(loop.call_later(rng.uniform(30, 120), fire))
+            else:
+                loop.call_later(rng.uniform(longest_sleep / 10, longest_sleep), fire)
+        batches.append(batch)
+        if len(batches) > 50:
+            for handle in batches.pop(0):
+                handle.cancel()
+        await asyncio.sleep(0)
+    for batch in batches:
+        for handle in batch:
+            handle.cancel()
+    if to_fire:
+        await all_fired
+
+
+def current_rss_kib() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * resource.getpagesize() // 1024
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the workload once on a fresh loop of ``args.child``; return what was measured."""
+    loop = make_loop(args.child)
+    try:
+        rss_before = current_rss_kib()
+        if args.trace:
+            tracemalloc.start()
+        cpu = time.process_time()
+        if args.workload == "timers":
+            loop.run_until_complete(timer_workload(args.n, args.longest_sleep))
+        else:
+            loop.run_until_complete(workload(args.n, args.requests, args.longest_sleep))
+        result: dict[str, Any] = {"cpu": time.process_time() - cpu}
+        if args.trace:
+            result["traced_peak_kib"] = tracemalloc.get_traced_memory()[1] // 1024
+            tracemalloc.stop()
+        else:
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+            result["rss_growth_kib"] = peak - rss_before
+        if isinstance(loop, WheelLoop):
+            result["stats"] = loop.wheel_stats()._asdict()
+        return result
+    finally:
+        loop.close()
+
+
+def in_subprocess(args: argparse.Namespace, variant: str, *, trace: bool) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", variant, "-n", str(args.n)]
+    command += ["--requests", str(args.requests), "--longest-sleep", str(args.longest_sleep)]
+    command += ["--workload", args.workload]
+    if trace:
+        command.append("--trace")
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median CPU time and RSS over ``runs``, the CPU times' range; the traced peak and
+    the wheel stats as measured (once)."""
+    result: dict[str, Any] = {
+        figure: statistics.median(run[figure] for run in runs)
+        for figure in ("cpu", "rss_growth_kib")
+    }
+    result["cpu_range"] = (min(run["cpu"] for run in runs), max(run["cpu"] for run in runs))
+    if "traced_peak_kib" in runs[0]:
+        result["traced_peak_kib"] = runs[0]["traced_peak_kib"]
+    if "stats" in runs[-1]:
+        result["stats"] = runs[-1]["stats"]
+    return result
+
+
+def have_uvloop() -> bool:
+    try:
+        import uvloop  # noqa: F401 - only whether it imports
+    except ImportError:
+        return False
+    return True
+
+
+def ratio(wheel: float, plain: float) -> str:
+    return f"{wheel / plain:.2f}" if plain else "-"
+
+
+def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
+    if args.workload == "timers":
+        shape = f"{args.n:,} loop.call_later, 4 in 5 cancelled, 1 in 5 fired"
+    else:
+        shape = (
+            f"{args.n:,} request tasks x {args.requests} requests (asyncio.timeout + "
+            f"asyncio.wait_for each) + {args.n:,} sleeping tasks"
+        )
+    wheel = "compiled" if COMPILED else "pure Python (AIOWHEEL_NO_EXTENSIONS)"
+    print(f"n = {args.n:,}: {shape}; medians of {args.rounds} round(s); the wheel: {wheel}")
+    header = (
+        f"{'variant':<15}{'CPU s':>9}{'(min-max)':>15}{'peak RSS MiB':>14}{'tracemalloc MiB':>17}"
+    )
+    print(header)
+    print("-" * len(header))
+    for variant, result in results.items():
+        traced = result.get("traced_peak_kib")
+        traced_text = f"{traced / 1024:>17.1f}" if traced is not None else f"{'-':>17}"
+        rss = result["rss_growth_kib"] / 1024
+        low, high = result["cpu_range"]
+        spread = f"({low:.2f}-{high:.2f})"
+        print(f"{variant:<15}{result['cpu']:>9.2f}{spread:>15}{rss:>14.1f}{traced_text}")
+    print()
+    for plain, wheel in PAIRS:
+        if plain not in results or wheel not in results:
+            continue
+        a, b = results[plain], results[wheel]
+        parts = [
+            f"CPU {ratio(b['cpu'], a['cpu'])}",
+            f"peak RSS {ratio(b['rss_growth_kib'], a['rss_growth_kib'])}",
+        ]
+        if "traced_peak_kib" in a:
+            parts.append(f"tracemalloc {ratio(b['traced_peak_kib'], a['traced_peak_kib'])}")
+        print(f"{wheel} / {plain}: " + ", ".join(parts))
+    for variant, result in results.items():
+        if "stats" in result:
+            stats = result["stats"]
+            print(
+                f"{variant}: {stats['wheel_timers']:,} timers on the wheel, "
+                f"{stats['base_timers']:,} on the base loop, "
+                f"{stats['cancelled']:,} cancelled, {stats['driver_wakeups']:,} driver passes"
+            )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", choices=["app", "timers"], default="app")
+    parser.add_argument("-n", type=int, default=100_000, help="tasks of each kind (100 000)")
+    parser.add_argument("--requests", type=int, default=2, help="requests per request task (2)")
+    parser.add_argument(
+        "--longest-sleep", type=float, default=1.0, help="longest sleep, seconds (1.0)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="runs of every variant (3)")
+    parser.add_argument("--trace", action="store_true", help="measure tracemalloc's peak too")
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: small n, short sleeps, one round"
+    )
+    parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.child:
+        print(json.dumps(measure(args)))
+        return
+    if args.quick:
+        args.n, args.requests, args.longest_sleep, args.rounds = 500, 2, 0.05, 1
+    variants = VARIANTS if have_uvloop() else VARIANTS[:2]
+    runs: dict[str, list[dict[str, Any]]] = {variant: [] for variant in variants}
+    for round_ in range(args.rounds):
+        for variant in variants:
+            run = in_subprocess(args, variant, trace=False)
+            # Traced once: memory barely varies between runs, and tracing is slow (its CPU time
+            # is the tracer's as much as the loop's, so it is not reported).
+            if round_ == 0 and args.trace:
+                run["traced_peak_kib"] = in_subprocess(args, variant, trace=True)["traced_peak_kib"]
+            runs[variant].append(run)
+    report({variant: median_of(runs[variant]) for variant in variants}, args)
+
+
+if __name__ == "__main__":
+    main()

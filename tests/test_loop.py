@@ -1,0 +1,902 @@
+"""Tests of the wheel-backed event loop (aiowheel.loop).
+
+The timer contract is tested on both variants: the selector loop in virtual time (see
+VirtualLoop, below; exact, no tolerances) and uvloop with small real delays, where only
+order, never-early and completion are asserted, never an upper time bound. The compatibility
+tests run real asyncio, websockets and anyio code and the idle-expiry example unchanged on real
+loops, on 127.0.0.1 only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import importlib.util
+import logging
+import math
+import random
+import re
+import subprocess
+import sys
+import time
+import warnings
+import weakref
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import aiowheel.loop
+from aiowheel.loop import (
+    FAR_DELAY,
+    TimerHandle,
+    WheelEventLoop,
+    WheelLoop,
+    loop_factory,
+    new_event_loop,
+    run,
+)
+from aiowheel.testing import VirtualTimeLoop
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - uvloop is in the dev extra
+    uvloop = None
+
+needs_uvloop = pytest.mark.skipif(uvloop is None, reason="uvloop is not installed")
+
+TICK = 0.001
+REPO = Path(__file__).resolve().parent.parent
+# A start far from 0, as a real monotonic clock is, so that float rounding is exercised.
+START = 1000.0
+
+
+class VirtualLoop(WheelEventLoop, VirtualTimeLoop):
+    """The wheel-backed selector loop on aiowheel.testing's virtual clock.
+
+    When the loop would block for its next timer (the wheel's driver included), the clock jumps
+    exactly to it, so timing assertions need no tolerance. ``waits`` records each jump.
+    """
+
+    def __init__(self, *, start: float = START, **options: Any) -> None:
+        # VirtualTimeLoop sets up the selector loop and the clock; then the wheel, which reads it.
+        VirtualTimeLoop.__init__(self, start)
+        self._init_wheel(**options)
+        self.waits: list[float] = []
+
+    def _jump(self, timeout: float) -> None:
+        self.waits.append(timeout)
+        super()._jump(timeout)
+
+
+def make_loop(kind: str, **options: Any) -> WheelLoop:
+    """A fresh loop of ``kind``: "virtual" (selector, virtual time), "asyncio" or "uvloop"."""
+    if kind == "virtual":
+        return VirtualLoop(**options)
+    return new_event_loop(uvloop=kind == "uvloop", **options)
+
+
+@pytest.fixture(params=["virtual", pytest.param("uvloop", marks=needs_uvloop)])
+def kind(request: pytest.FixtureRequest) -> str:
+    """The variants the timer contract is tested on."""
+    return str(request.param)
+
+
+@pytest.fixture
+def loop(kind: str) -> Iterator[WheelLoop]:
+    loop = make_loop(kind)
+    yield loop
+    loop.close()
+
+
+@pytest.fixture(params=["asyncio", pytest.param("uvloop", marks=needs_uvloop)])
+def use_uvloop(request: pytest.FixtureRequest) -> bool:
+    """Real-time variants, for the compatibility tests."""
+    return request.param == "uvloop"
+
+
+def uvloop_class() -> type:
+    """The uvloop base class, or a class no loop is an instance of."""
+    return uvloop.Loop if uvloop is not None else type("NoUVLoop", (), {})
+
+
+class Callback:
+    """A callable that can be weakly referenced, to see when a loop lets go of it."""
+
+    def __call__(self) -> None:
+        pass
+
+
+def run_for(loop: asyncio.AbstractEventLoop, seconds: float) -> None:
+    """Run ``loop`` until ``seconds`` after now (a timer on the loop stops it)."""
+    loop.run_until_complete(asyncio.sleep(seconds))
+
+
+# -- construction ----------------------------------------------------------------------------
+
+
+def test_default_loop_is_asyncios_selector_loop_with_a_wheel() -> None:
+    loop = new_event_loop()
+    try:
+        assert isinstance(loop, WheelEventLoop)
+        assert isinstance(loop, asyncio.SelectorEventLoop)
+        assert isinstance(loop, WheelLoop)
+        assert loop.wheel.tick == 0.001
+        assert loop.wheel.wheel_size == 64
+        assert loop.min_delay == 4 * 0.001
+        # loop.time() is the base loop's own clock.
+        assert type(loop).time is asyncio.SelectorEventLoop.time
+    finally:
+        loop.close()
+
+
+@needs_uvloop
+def test_uvloop_variant_is_a_uvloop_loop() -> None:
+    loop = new_event_loop(uvloop=True, tick=0.002, wheel_size=32, min_delay=0.01)
+    try:
+        assert isinstance(loop, uvloop.Loop)
+        assert isinstance(loop, WheelLoop)
+        assert type(loop).time is uvloop.Loop.time
+        assert (loop.wheel.tick, loop.wheel.wheel_size, loop.min_delay) == (0.002, 32, 0.01)
+        assert "WheelUVLoop" in repr(loop)
+    finally:
+        loop.close()
+
+
+def test_missing_uvloop_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    aiowheel.loop._uvloop_class.cache_clear()
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # makes `import uvloop` fail
+    try:
+        with pytest.raises(ImportError, match=re.escape("pip install 'aiowheel[uvloop]'")):
+            new_event_loop(uvloop=True)
+        with pytest.raises(ImportError, match="uvloop"):
+            loop_factory(uvloop=True)
+    finally:
+        aiowheel.loop._uvloop_class.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"tick": 0}, ValueError, "tick must be finite and > 0, got 0"),
+        ({"tick": "1ms"}, TypeError, "tick must be an int or a float, got '1ms'"),
+        ({"wheel_size": 1}, ValueError, "wheel_size must be >= 2, got 1"),
+        ({"min_delay": -0.5}, ValueError, "min_delay must be finite and >= 0, got -0.5"),
+        ({"min_delay": math.nan}, ValueError, "min_delay must be finite and >= 0, got nan"),
+        ({"min_delay": True}, TypeError, "min_delay must be an int, a float or None, got True"),
+    ],
+)
+def test_bad_options_are_refused_by_name(
+    options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        loop_factory(**options)
+    with pytest.raises(error, match=re.escape(message)):
+        new_event_loop(**options)
+
+
+# -- the timer contract ----------------------------------------------------------------------
+
+
+def test_never_early_and_in_deadline_then_scheduling_order(loop: WheelLoop) -> None:
+    rng = random.Random(4)
+    ran: list[tuple[float, int]] = []
+    handles: list[asyncio.TimerHandle] = []
+    base = loop.time()
+    for i in range(300):
+        if i % 3:
+            handle = loop.call_later(
+                rng.uniform(0.005, 0.04), lambda i=i: ran.append((loop.time(), i))
+            )
+        else:
+            # A handful of shared deadlines, each scheduled many times over.
+            when = base + 0.03 + (i % 5) * 0.0037
+            handle = loop.call_at(when, lambda i=i: ran.append((loop.time(), i)))
+        handles.append(handle)
+    # In real time (uvloop) a stalled machine could make a shared deadline too near for the
+    # wheel; the contract below is the wheel's, so it is checked on the wheel's timers.
+    on_wheel = {i for i, handle in enumerate(handles) if isinstance(handle, TimerHandle)}
+    assert len(on_wheel) >= 200  # the call_later ones at least: 5 ms >= min_delay
+    run_for(loop, 0.07)
+
+    assert len(ran) == len(handles)
+    for ran_at, i in ran:
+        if i in on_wheel:
+            assert ran_at >= handles[i].when()
+    order = [i for _, i in ran if i in on_wheel]
+    assert order == sorted(order, key=lambda i: (handles[i].when(), i))
+    assert loop.wheel_stats().pending == 0
+
+
+def test_lateness_is_at_most_one_tick_in_virtual_time() -> None:
+    loop = VirtualLoop()
+    rng = random.Random(7)
+    lateness: list[float] = []
+    for _ in range(500):
+        # From 4 ms to 10 minutes: every level from 0 to 3.
+        handle = loop.call_later(10 ** rng.uniform(-2.4, 2.8), lambda: None)
+        handle._callback = lambda h=handle: lateness.append(loop.time() - h.when())
+    run_for(loop, 700)
+    loop.close()
+    assert len(lateness) == 500
+    assert min(lateness) >= 0
+    assert max(lateness) <= TICK * (1 + 1e-9)
+
+
+def test_equal_deadlines_keep_scheduling_order_across_levels() -> None:
+    loop = VirtualLoop()
+    deadline = START + 10.0
+    order: list[str] = []
+    first = loop.call_at(deadline, order.append, "first")
+    assert isinstance(first, TimerHandle) and first._entry is not None
+    assert loop.wheel.locate(first._entry) is not None
+    assert loop.wheel.locate(first._entry)[0] == 2  # 10 000 ticks ahead: level 2
+    # The same deadline, scheduled later on, when it is on level 1 and then on level 0.
+    loop.call_at(deadline - 3.0, lambda: loop.call_at(deadline, order.append, "second"))
+    loop.call_at(deadline - 0.01, lambda: loop.call_at(deadline, order.append, "third"))
+    loop.call_at(deadline + 0.01, loop.stop)
+    loop.run_forever()
+    loop.close()
+    assert order == ["first", "second", "third"]
+
+
+def test_an_earlier_callback_in_the_batch_can_cancel_a_later_one(loop: WheelLoop) -> None:
+    ran: list[int] = []
+    when = loop.time() + 0.01
+    handles: list[asyncio.TimerHandle] = []
+
+    def first() -> None:
+        ran.append(1)
+        handles[1].cancel()
+
+    handles.append(loop.call_at(when, first))
+    handles.append(loop.call_at(when, ran.append, 2))
+    handles.append(loop.call_at(when, ran.append, 3))
+    run_for(loop, 0.02)
+    assert ran == [1, 3]
+    assert handles[1].cancelled()
+    # It was already off the wheel, handed over to run: not counted as a wheel cancellation.
+    assert loop.wheel_stats().cancelled == 0
+
+
+def test_timers_scheduled_from_a_callback_run_in_a_later_pass(loop: WheelLoop) -> None:
+    order: list[str] = []
+    when = loop.time() + 0.01
+
+    def first() -> None:
+        order.append("first")
+        loop.call_later(0, order.append, "zero")
+        loop.call_later(-1, order.append, "negative")
+        loop.call_soon(order.append, "soon")
+        loop.call_later(loop.min_delay, order.append, "wheel")
+
+    loop.call_at(when, first)
+    loop.call_at(when, order.append, "second")
+    run_for(loop, 0.03)
+    assert order[:2] == ["first", "second"]
+    assert set(order[2:5]) == {"zero", "negative", "soon"}
+    assert order[5:] == ["wheel"]
+
+
+def test_zero_delay_on_the_wheel_runs_in_a_later_pass(kind: str) -> None:
+    loop = make_loop(kind, min_delay=0)
+    order: list[str] = []
+    when = loop.time() + 0.01
+
+    def first() -> None:
+        order.append("first")
+        handle = loop.call_later(0, order.append, "zero")
+        assert isinstance(handle, TimerHandle)  # min_delay=0: even this is on the wheel
+
+    loop.call_at(when, first)
+    loop.call_at(when, order.append, "second")
+    run_for(loop, 0.02)
+    loop.close()
+    assert order == ["first", "second", "zero"]
+
+
+def test_stop_from_a_wheel_callback_lets_its_batch_finish(loop: WheelLoop) -> None:
+    ran: list[str] = []
+    when = loop.time() + 0.01
+
+    def stopper() -> None:
+        ran.append("stopper")
+        loop.stop()
+
+    loop.call_at(when, stopper)
+    loop.call_at(when, ran.append, "same batch")
+    # Far enough that even a stalled real-time loop cannot find it due in the same pass.
+    loop.call_at(when + 0.1, ran.append, "later")
+    loop.run_forever()
+    assert ran == ["stopper", "same batch"]
+    assert loop.wheel_stats().pending == 1
+    run_for(loop, 0.11)
+    assert ran == ["stopper", "same batch", "later"]
+
+
+def test_run_until_complete_with_a_future_set_by_a_wheel_timer(loop: WheelLoop) -> None:
+    future = loop.create_future()
+    loop.call_later(0.01, future.set_result, 42)
+    assert loop.run_until_complete(future) == 42
+    # Again, on the same loop, after it stopped.
+    future = loop.create_future()
+    loop.call_at(loop.time() + 0.01, future.set_result, "again")
+    assert loop.run_until_complete(future) == "again"
+
+
+def test_handles_behave_as_asyncio_timer_handles(loop: WheelLoop) -> None:
+    def tick() -> None:
+        pass
+
+    when = loop.time() + 1.0
+    handle = loop.call_at(when, tick)
+    later = loop.call_at(when + 1.0, tick)
+    assert isinstance(handle, asyncio.TimerHandle) and isinstance(handle, TimerHandle)
+    assert handle.when() == when
+    assert handle < later and handle <= later and later > handle and later >= handle
+    assert handle != later
+    assert handle == loop.call_at(when, tick)  # asyncio's equality: same time and callback
+    assert hash(handle) == hash(when)
+    # The very repr asyncio gives the same timer.
+    assert repr(handle) == repr(asyncio.TimerHandle(when, tick, (), loop))
+    assert re.fullmatch(r"<TimerHandle when=\S+ .*tick\(\) at .*test_loop\.py:\d+>", repr(handle))
+    assert not handle.cancelled()
+    handle.cancel()
+    handle.cancel()  # idempotent
+    assert handle.cancelled()
+    assert repr(handle).startswith("<TimerHandle cancelled when=")
+    assert loop.wheel_stats().cancelled == 1
+    later.cancel()
+
+
+def test_cancel_frees_the_timer_at_once(loop: WheelLoop) -> None:
+    gc.disable()
+    try:
+        callback = Callback()
+        callback_ref = weakref.ref(callback)
+        handle = loop.call_later(10, callback)
+        handle_ref = weakref.ref(handle)
+        del callback
+        assert loop.wheel_stats().pending == 1
+        handle.cancel()
+        assert callback_ref() is None
+        assert loop.wheel_stats().pending == 0
+        del handle
+        assert handle_ref() is None  # nothing on the loop holds the cancelled timer
+    finally:
+        gc.enable()
+
+
+def test_asyncio_keeps_cancelled_handles_for_contrast() -> None:
+    """What the wheel loop does differently: asyncio's heap holds a cancelled handle."""
+    loop = asyncio.SelectorEventLoop()
+    gc.disable()
+    try:
+        handle = loop.call_later(10, Callback())
+        handle_ref = weakref.ref(handle)
+        handle.cancel()
+        del handle
+        assert handle_ref() is not None
+    finally:
+        gc.enable()
+        loop.close()
+
+
+def test_short_far_and_nan_timers_stay_on_the_base_loop(kind: str) -> None:
+    loop = make_loop(kind, tick=TICK)
+    try:
+        assert loop.min_delay == 4 * TICK
+        on_base = [
+            loop.call_later(0.003, Callback()),
+            loop.call_at(loop.time() + 0.001, Callback()),
+            loop.call_later(math.inf, Callback()),
+            loop.call_later(FAR_DELAY * 2, Callback()),
+        ]
+        on_wheel = [loop.call_later(0.004, Callback()), loop.call_at(loop.time() + 60, Callback())]
+        if kind == "virtual":  # uvloop itself refuses NaN
+            on_base.append(loop.call_later(math.nan, Callback()))
+        assert not any(isinstance(handle, TimerHandle) for handle in on_base)
+        assert all(isinstance(handle, TimerHandle) for handle in on_wheel)
+        stats = loop.wheel_stats()
+        assert (stats.base_timers, stats.wheel_timers, stats.pending) == (len(on_base), 2, 2)
+        for handle in on_base + on_wheel:
+            handle.cancel()
+        assert loop.wheel_stats().pending == 0
+    finally:
+        loop.close()
+
+
+def test_min_delay_sets_the_routing(kind: str) -> None:
+    loop = make_loop(kind, min_delay=0.05)
+    try:
+        assert not isinstance(loop.call_later(0.049, Callback()), TimerHandle)
+        assert isinstance(loop.call_later(0.05, Callback()), TimerHandle)
+    finally:
+        loop.close()
+
+
+def test_short_timers_keep_the_base_loops_precision() -> None:
+    loop = VirtualLoop()
+    ran_at: list[float] = []
+    handle = loop.call_later(0.0003, lambda: ran_at.append(loop.time()))
+    run_for(loop, 0.01)
+    loop.close()
+    assert ran_at == [handle.when()]  # the heap's exact time, not rounded up to a tick
+
+
+# -- driving ---------------------------------------------------------------------------------
+
+
+def live_base_timers(loop: VirtualLoop) -> list[asyncio.TimerHandle]:
+    return [handle for handle in loop._scheduled if not handle.cancelled()]  # type: ignore[attr-defined]
+
+
+def test_one_driver_armed_for_the_earliest_bucket_and_disarmed_when_empty() -> None:
+    loop = VirtualLoop()
+    assert live_base_timers(loop) == []
+    late = loop.call_later(0.05, Callback())
+    (driver,) = live_base_timers(loop)
+    assert driver.when() == loop.wheel.next_deadline()
+    for _ in range(100):
+        loop.call_later(0.06, Callback())
+    assert live_base_timers(loop) == [driver]  # later buckets do not re-arm it
+    early = loop.call_later(0.01, Callback())
+    (driver,) = live_base_timers(loop)
+    assert driver.when() == loop.wheel.next_deadline() <= early.when()
+    early.cancel()  # the earliest bucket is now empty: the driver moves later
+    (driver,) = live_base_timers(loop)
+    assert driver.when() == loop.wheel.next_deadline() >= late.when()
+    loop.close()
+
+
+def test_no_wakeup_while_nothing_is_due() -> None:
+    loop = VirtualLoop()
+    for _ in range(100):
+        loop.call_later(2.0, Callback())  # 2 000 ticks ahead: on level 1
+    run_for(loop, 2.5)  # the sleep's timer is on level 1 too, in another slot
+    stats = loop.wheel_stats()
+    # Per level-1 bucket: one pass to cascade it down to level 0, one to fire it.
+    assert stats.driver_wakeups == 4
+    assert stats.fired == 101
+    # The loop slept only until those passes, never on some polling interval.
+    assert len(loop.waits) == 4
+    loop.close()
+
+
+def test_a_later_timer_in_an_earlier_higher_bucket_needs_no_extra_pass() -> None:
+    loop = VirtualLoop()
+    run_for(loop, 0.03)  # the wheel's clock is now off a level-1 slot boundary
+    start = loop.time()
+    ran: list[tuple[str, float]] = []
+    first = loop.call_at(start + 0.060, lambda: ran.append(("first", loop.time())))
+    later = loop.call_at(start + 0.065, lambda: ran.append(("later", loop.time())))
+    assert isinstance(later, TimerHandle) and later._entry is not None
+    location = loop.wheel.locate(later._entry)
+    assert location is not None and location[0] == 1
+    expiration = loop.wheel.bucket_expiration(*location)
+    assert expiration is not None and expiration < first.when()
+    passes = loop.wheel_stats().driver_wakeups
+    run_for(loop, 0.07)
+    # The driver stayed armed for the first timer; its pass cascaded the later one in time.
+    assert [name for name, _ in ran] == ["first", "later"]
+    for (_, ran_at), handle in zip(ran, (first, later), strict=True):
+        assert handle.when() <= ran_at <= handle.when() + TICK
+    assert loop.wheel_stats().driver_wakeups - passes == 3  # first, later, and the sleep
+    loop.close()
+
+
+def wakeups_to_stop_after(seconds: float, cancelled: int) -> int:
+    """Driver passes needed to stop a loop after ``seconds``, once ``cancelled`` timers (5 s
+    ahead) have been scheduled and cancelled."""
+    loop = VirtualLoop()
+    handles = [loop.call_later(5, Callback()) for _ in range(cancelled)]
+    for handle in handles:
+        handle.cancel()
+    assert live_base_timers(loop) == []
+    loop.call_later(seconds, loop.stop)
+    loop.run_forever()
+    loop.close()
+    return loop.wheel_stats().driver_wakeups
+
+
+def test_cancelled_timers_cost_no_wakeup() -> None:
+    assert wakeups_to_stop_after(10, cancelled=10) == wakeups_to_stop_after(10, cancelled=0)
+
+
+def test_an_idle_wheel_catches_up_before_filing_a_near_timer() -> None:
+    loop = VirtualLoop()
+    loop.call_later(3600, Callback())  # a far timer keeps the wheel busy but its clock idle
+    loop.advance(1800)  # half an hour passes (the loop was blocked, say)
+    near = loop.call_later(0.01, Callback())
+    assert isinstance(near, TimerHandle) and near._entry is not None
+    location = loop.wheel.locate(near._entry)
+    assert location is not None and location[0] == 0  # straight onto level 0, no cascading
+    run_for(loop, 0.02)
+    assert loop.wheel_stats().driver_wakeups == 2  # the near timer's bucket and the sleep's
+    loop.close()
+
+
+def test_systemexit_in_a_callback_leaves_the_rest_of_the_batch_for_the_next_run(
+    loop: WheelLoop,
+) -> None:
+    ran: list[int] = []
+    when = loop.time() + 0.01
+
+    def exit_now() -> None:
+        raise SystemExit(3)
+
+    loop.call_at(when, ran.append, 1)
+    loop.call_at(when, exit_now)
+    loop.call_at(when, ran.append, 2)
+    with pytest.raises(SystemExit):
+        loop.run_forever()
+    # asyncio stops at once; uvloop, as with any of its callbacks, finishes the pass first.
+    assert ran == ([1, 2] if isinstance(loop, uvloop_class()) else [1])
+    run_for(loop, 0.01)
+    assert ran == [1, 2]
+
+
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 0.0005, 0.003, 0.05, 1.0]),  # time to the next step
+            st.floats(0.0, 70.0),  # the timer's delay
+            st.one_of(st.none(), st.integers(0, 40)),  # a timer to cancel at this step
+        ),
+        max_size=40,
+    )
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_random_schedules_keep_the_contract(
+    steps: list[tuple[float, float, int | None]],
+) -> None:
+    loop = VirtualLoop()
+    handles: list[asyncio.TimerHandle] = []
+    ran: list[tuple[float, int]] = []
+    cancelled: set[int] = set()
+
+    async def script() -> None:
+        for gap, delay, victim in steps:
+            await asyncio.sleep(gap)
+            if victim is not None and victim < len(handles):
+                if all(i != victim for _, i in ran):
+                    cancelled.add(victim)
+                handles[victim].cancel()
+            i = len(handles)
+            handles.append(loop.call_later(delay, lambda i=i: ran.append((loop.time(), i))))
+        await asyncio.sleep(71)
+
+    loop.run_until_complete(script())
+    loop.close()
+    ran_ids = [i for _, i in ran]
+    assert sorted(ran_ids) == sorted(set(range(len(handles))) - cancelled)
+    on_wheel = [i for i in ran_ids if isinstance(handles[i], TimerHandle)]
+    assert on_wheel == sorted(on_wheel, key=lambda i: (handles[i].when(), i))
+    for ran_at, i in ran:
+        if isinstance(handles[i], TimerHandle):
+            assert handles[i].when() <= ran_at <= handles[i].when() + TICK * (1 + 1e-9)
+        else:  # the base loop's timers keep asyncio's own precision
+            assert ran_at >= handles[i].when() - loop._clock_resolution  # type: ignore[attr-defined]
+    stats = loop.wheel_stats()
+    assert stats.pending == 0
+    assert stats.wheel_timers == stats.fired + stats.cancelled
+
+
+# -- debug mode, errors, closing -------------------------------------------------------------
+
+
+def test_slow_wheel_callbacks_are_logged_in_debug_mode(caplog: pytest.LogCaptureFixture) -> None:
+    loop = VirtualLoop()
+    loop.set_debug(True)
+    loop.slow_callback_duration = 0.05
+
+    def slow() -> None:
+        loop.advance(0.1)
+
+    handle = loop.call_later(0.01, slow)
+    assert handle._source_traceback[-1].filename == __file__  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        run_for(loop, 0.02)
+    loop.close()
+    (message,) = [m for m in caplog.messages if m.startswith("Executing <TimerHandle")]
+    assert "slow()" in message and "test_loop.py" in message
+    assert message.endswith("took 0.100 seconds")
+
+
+@needs_uvloop
+def test_slow_wheel_callbacks_are_logged_in_debug_mode_on_uvloop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    loop = new_event_loop(uvloop=True)
+    loop.set_debug(True)
+    loop.slow_callback_duration = 0.01
+
+    def slow() -> None:
+        time.sleep(0.02)
+
+    loop.call_later(0.005, slow)
+    with caplog.at_level(logging.WARNING, logger="asyncio"):
+        run_for(loop, 0.01)
+    loop.close()
+    assert any(
+        m.startswith("Executing <TimerHandle when=") and "slow()" in m for m in caplog.messages
+    )
+
+
+def test_source_tracebacks_end_at_the_caller_in_debug_mode(kind: str) -> None:
+    loop = make_loop(kind)
+    loop.set_debug(True)
+    try:
+        for handle in (
+            loop.call_later(1, Callback()),
+            loop.call_at(loop.time() + 1, Callback()),
+            loop.call_later(0.001, Callback()),  # on the base loop
+        ):
+            assert handle._source_traceback[-1].filename == __file__  # type: ignore[attr-defined]
+            handle.cancel()
+    finally:
+        loop.close()
+
+
+async def a_coroutine_function() -> None:
+    pass
+
+
+BAD_CALLS: list[tuple[str, Callable[[asyncio.AbstractEventLoop], object]]] = [
+    ("delay None", lambda loop: loop.call_later(None, print)),  # type: ignore[arg-type]
+    ("when None", lambda loop: loop.call_at(None, print)),  # type: ignore[arg-type]
+    ("delay str", lambda loop: loop.call_later("1", print)),  # type: ignore[arg-type]
+    ("coroutine function", lambda loop: loop.call_later(1, a_coroutine_function)),
+    ("coroutine function, at", lambda loop: loop.call_at(loop.time() + 1, a_coroutine_function)),
+    ("not callable", lambda loop: loop.call_later(1, 42)),  # type: ignore[arg-type]
+]
+
+
+def outcome(call: Callable[[], object]) -> tuple[type[BaseException], str] | None:
+    try:
+        handle = call()
+    except Exception as exc:
+        return type(exc), str(exc)
+    assert isinstance(handle, asyncio.Handle)
+    handle.cancel()
+    return None
+
+
+@pytest.mark.parametrize("debug", [False, True])
+@pytest.mark.parametrize(("name", "bad_call"), BAD_CALLS, ids=[name for name, _ in BAD_CALLS])
+def test_bad_calls_fail_as_on_asyncio(
+    kind: str, debug: bool, name: str, bad_call: Callable[[asyncio.AbstractEventLoop], object]
+) -> None:
+    reference = asyncio.SelectorEventLoop()
+    loop = make_loop(kind)
+    try:
+        reference.set_debug(debug)
+        loop.set_debug(debug)
+        assert outcome(lambda: bad_call(loop)) == outcome(lambda: bad_call(reference))
+    finally:
+        loop.close()
+        reference.close()
+
+
+def test_calls_on_a_closed_loop_fail_as_on_asyncio(kind: str) -> None:
+    loop = make_loop(kind)
+    loop.close()
+    for call in (lambda: loop.call_later(1, print), lambda: loop.call_at(loop.time() + 1, print)):
+        with pytest.raises(RuntimeError, match=r"^Event loop is closed$"):
+            call()
+
+
+def test_debug_mode_refuses_calls_from_another_thread(use_uvloop: bool) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        with pytest.raises(RuntimeError, match="Non-thread-safe operation"):
+            await loop.run_in_executor(None, loop.call_later, 1, print)
+
+    run(main(), uvloop=use_uvloop, debug=True)
+
+
+def test_closing_with_pending_timers_is_clean(kind: str) -> None:
+    loop = make_loop(kind)
+    callbacks = [Callback() for _ in range(500)]
+    refs = [weakref.ref(callback) for callback in callbacks]
+    for i, callback in enumerate(callbacks):
+        loop.call_later(0.01 + i * 0.5, callback)  # up to 250 s: levels 0 to 2
+    del callbacks, callback
+    assert loop.wheel_stats().pending == 500
+    gc.disable()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            loop.close()
+            loop.close()  # idempotent
+        assert loop.wheel_stats().pending == 0
+        assert all(ref() is None for ref in refs)  # no reference cycle left for the gc
+    finally:
+        gc.enable()
+
+
+# -- real code, unchanged, on the wheel loop -------------------------------------------------
+
+
+async def asyncio_patterns() -> aiowheel.loop.WheelStats:
+    """sleep, timeout, wait_for and TaskGroup, the way applications use them."""
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, WheelLoop)
+    started = loop.time()
+    await asyncio.sleep(0.01)
+    assert loop.time() >= started + 0.01
+
+    async with asyncio.timeout(1):
+        await asyncio.sleep(0.005)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.01):
+            await asyncio.sleep(10)
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(10) as scope:
+            scope.reschedule(loop.time() + 0.01)
+            await asyncio.sleep(10)
+
+    assert await asyncio.wait_for(asyncio.sleep(0.005, "in time"), timeout=1) == "in time"
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(asyncio.sleep(10), timeout=0.01)
+
+    async with asyncio.TaskGroup() as group:
+        tasks = [group.create_task(asyncio.sleep(0.005 * i, i)) for i in range(1, 6)]
+    assert [task.result() for task in tasks] == [1, 2, 3, 4, 5]
+
+    async def fail_soon() -> None:
+        await asyncio.sleep(0.01)
+        raise LookupError("boom")
+
+    with pytest.raises(ExceptionGroup) as caught:
+        async with asyncio.TaskGroup() as group:
+            sleepers = [group.create_task(asyncio.sleep(60)) for _ in range(10)]
+            group.create_task(fail_soon())
+    assert caught.group_contains(LookupError)
+    assert all(task.cancelled() for task in sleepers)
+    # The cancelled sleepers' timers left the wheel at once.
+    assert loop.wheel_stats().pending == 0
+    return loop.wheel_stats()
+
+
+def test_asyncio_patterns_run_unchanged(use_uvloop: bool) -> None:
+    stats = run(asyncio_patterns(), uvloop=use_uvloop)
+    assert stats.wheel_timers >= 15
+    assert stats.cancelled >= 10
+
+
+def test_asyncio_patterns_in_virtual_time() -> None:
+    with asyncio.Runner(loop_factory=VirtualLoop) as runner:
+        stats = runner.run(asyncio_patterns())
+    assert stats.wheel_timers >= 15
+
+
+def test_runner_and_run_take_the_options_and_debug(use_uvloop: bool) -> None:
+    async def main() -> tuple[float, bool, str]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, WheelLoop)
+        return loop.wheel.tick, loop.get_debug(), type(loop).__name__
+
+    factory = loop_factory(uvloop=use_uvloop, tick=0.002)
+    with asyncio.Runner(loop_factory=factory) as runner:
+        tick, _, _ = runner.run(main())
+    assert tick == 0.002
+    tick, debug, name = run(main(), uvloop=use_uvloop, debug=True, tick=0.005)
+    assert (tick, debug) == (0.005, True)
+    assert name == ("WheelUVLoop" if use_uvloop else "WheelEventLoop")
+
+
+def test_websockets_keepalive_pings_go_through_the_wheel(use_uvloop: bool) -> None:
+    from websockets.asyncio.client import ClientConnection, connect
+    from websockets.asyncio.server import ServerConnection, serve
+
+    pongs = {"client": 0, "server": 0}
+
+    # Observers only: they count the pongs that answer a keepalive ping, then defer to
+    # websockets. (Latency would not do: uvloop's clock counts whole milliseconds.)
+    class CountingClientConnection(ClientConnection):
+        def acknowledge_pings(self, data: bytes) -> None:
+            pongs["client"] += data in self.pending_pings
+            super().acknowledge_pings(data)
+
+    class CountingServerConnection(ServerConnection):
+        def acknowledge_pings(self, data: bytes) -> None:
+            pongs["server"] += data in self.pending_pings
+            super().acknowledge_pings(data)
+
+    async def echo(websocket: ServerConnection) -> None:
+        async for message in websocket:
+            await websocket.send(message)
+
+    async def main() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, WheelLoop)
+        keepalive = {"ping_interval": 0.02, "ping_timeout": 2}
+        async with serve(
+            echo, "127.0.0.1", 0, create_connection=CountingServerConnection, **keepalive
+        ) as server:
+            port = server.sockets[0].getsockname()[1]
+            async with connect(
+                f"ws://127.0.0.1:{port}",
+                create_connection=CountingClientConnection,
+                open_timeout=5,
+                **keepalive,
+            ) as client:
+                before = loop.wheel_stats()
+                # About ten ping intervals; longer only if the machine is very slow.
+                give_up = loop.time() + 5
+                while min(pongs.values()) < 4 and loop.time() < give_up:
+                    await asyncio.sleep(0.05)
+                await client.send("hello")
+                assert await client.recv() == "hello"
+                after = loop.wheel_stats()
+                return (
+                    after.wheel_timers - before.wheel_timers,
+                    after.cancelled - before.cancelled,
+                )
+
+    wheel_timers, cancelled = run(main(), uvloop=use_uvloop)
+    assert pongs["client"] >= 4 and pongs["server"] >= 4
+    # Each ping is a sleep and a ping timeout, on both sides; each pong cancelled a timeout.
+    assert wheel_timers >= 12
+    assert cancelled >= 6
+
+
+def test_anyio_runs_on_the_wheel_loop(use_uvloop: bool) -> None:
+    import anyio
+
+    async def main() -> aiowheel.loop.WheelStats:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, WheelLoop)
+        await anyio.sleep(0.01)
+        with anyio.move_on_after(0.01) as scope:
+            await anyio.sleep(10)
+        assert scope.cancelled_caught
+        with pytest.raises(TimeoutError), anyio.fail_after(0.01):
+            await anyio.sleep(10)
+        async with anyio.create_task_group() as group:
+            for _ in range(5):
+                group.start_soon(anyio.sleep, 0.005)
+        return loop.wheel_stats()
+
+    stats = anyio.run(
+        main, backend="asyncio", backend_options={"loop_factory": loop_factory(uvloop=use_uvloop)}
+    )
+    assert stats.wheel_timers >= 8
+    assert stats.pending == 0
+
+
+def test_idle_expiry_example_runs_unchanged(use_uvloop: bool) -> None:
+    """examples/idle_tcp_server.py's self-test (an aiowheel.Timer on this loop, a server and
+    two clients on 127.0.0.1), run as it is, on the wheel loop."""
+    spec = importlib.util.spec_from_file_location(
+        "idle_tcp_server", REPO / "examples" / "idle_tcp_server.py"
+    )
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+
+    async def main() -> tuple[int, aiowheel.loop.WheelStats]:
+        code = await example.serve(0, timeout=0.2, duration=5.0, self_test=True)
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, WheelLoop)
+        return code, loop.wheel_stats()
+
+    code, stats = run(main(), uvloop=use_uvloop)
+    assert code == 0
+    assert stats.wheel_timers > 0 and stats.pending == 0
+
+
+def test_benchmark_quick_run() -> None:
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_loop.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "asyncio+wheel" in result.stdout
