@@ -69,7 +69,7 @@ from collections.abc import Callable, Hashable
 from types import TracebackType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from aiowheel.wheel import ceil_ticks
+from aiowheel._impl import ceil_ticks
 
 if TYPE_CHECKING:
     from aiowheel.timer import Timer, TimerHandle

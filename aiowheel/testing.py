@@ -18,6 +18,7 @@ uvloop's clock cannot be replaced, so there is no virtual uvloop; trio has ``Moc
 from __future__ import annotations
 
 import asyncio
+import math
 import selectors
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -61,6 +62,17 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         return self._virtual_now
+
+    # asyncio runs a timer once ``when < time() + clock_resolution``: with the monotonic clock's
+    # resolution that is up to a nanosecond early, which in virtual time would run a timer before
+    # the clock reaches it. One ulp of the current time makes the condition ``when <= time()``.
+    @property
+    def _clock_resolution(self) -> float:
+        return math.ulp(self._virtual_now)
+
+    @_clock_resolution.setter
+    def _clock_resolution(self, value: float) -> None:
+        pass  # BaseEventLoop.__init__ sets it; virtual time has its own
 
     def advance(self, seconds: float) -> None:
         """Move the clock forward by ``seconds`` (timers due by then run on the next iteration)."""

@@ -223,14 +223,6 @@ class HierarchicalWheel(Generic[P]):
         self._len = 0
         self._seq = 0
 
-    # -- time <-> ticks ----------------------------------------------------------------------
-
-    def _ceil_ticks(self, t: float) -> int:
-        return ceil_ticks(t, self.tick)
-
-    def _floor_ticks(self, t: float) -> int:
-        return floor_ticks(t, self.tick)
-
     # -- public API ---------------------------------------------------------------------------
 
     def __len__(self) -> int:

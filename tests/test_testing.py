@@ -252,3 +252,19 @@ def test_with_no_timer_pending_the_loop_waits_for_io() -> None:
         return result, loop.time()
 
     assert run(main(), start=2.0) == ("done", 2.0)
+
+
+def test_a_timer_a_hair_later_than_now_waits_for_the_clock() -> None:
+    """asyncio runs timers up to clock_resolution early; virtual time must not."""
+    start = 279.404
+    later = math.nextafter(start, math.inf)
+    seen: list[float] = []
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        loop.call_at(later, lambda: (seen.append(loop.time()), done.set_result(None)))
+        await done
+
+    run(main(), start=start)
+    assert seen == [later]

@@ -1,0 +1,121 @@
+"""A SparkSession set up the way the pipeline needs it.
+
+This module owns the Spark configuration aiowheel relies on: Python workers that run the same
+interpreter as the driver (``transformWithStateInPandas`` starts a Python process on the driver
+too, and a different ``python3`` on the PATH may lack pandas), the RocksDB state store provider
+for :func:`aiowheel.spark.stream`, UTC as the session time zone so timestamps read the same on
+every machine, and quiet logs. Under ``spark-submit`` it keeps the master it was given;
+pass cluster-wide settings there (see docs/spark.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+__all__ = ["ROCKSDB_PROVIDER", "spark_session"]
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+
+
+def spark_session(
+    master: str | None = None,
+    *,
+    app_name: str = "aiowheel",
+    shuffle_partitions: int | None = None,
+    conf: Mapping[str, str] | None = None,
+    log_level: str = "ERROR",
+) -> SparkSession:
+    """Return a SparkSession set up for the pipeline, created or reused.
+
+    ``master`` defaults to the one ``spark-submit`` was given, else ``local[*]``.
+    ``shuffle_partitions`` defaults to twice the cores of a ``local[N]`` master (Spark's 200 is
+    far too many for one host) and to 200 on a cluster. ``conf`` adds any other Spark settings
+    (read only when the session is created). The Spark UI and the console progress bar are off
+    unless ``conf`` turns them on.
+    """
+    # Workers and the driver-side Python runner of transformWithStateInPandas must run this
+    # interpreter, which has pandas and pyarrow; setdefault keeps a user's explicit choice.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # spark-submit starts the JVM first and hands its port to this driver; then the master is
+    # already in the JVM's settings and must not be overridden.
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if master is None and not submitted:
+        master = "local[*]"
+    if shuffle_partitions is None:
+        cores = None if master is None else _local_cores(master)
+        shuffle_partitions = 2 * cores if cores else 200
+    builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
+    builder = (
+        builder.appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        # toPandas (the report, the tests) through Arrow rather than row by row.
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+        .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+    )
+    settings = dict(conf or {})
+    if master is not None and master.startswith("local"):
+        # In local mode the driver JVM is the executor too; Spark's 1g is tight for a shuffle.
+        settings.setdefault("spark.driver.memory", "2g")
+        # Quiet from the JVM's first line on: setLogLevel comes too late for the start-up
+        # warnings, which would bury the command line's own output.
+        settings.setdefault(
+            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_quiet_log4j()}"
+        )
+    for name, value in settings.items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
+    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    spark.sparkContext.setLogLevel(log_level)
+    return spark
+
+
+_QUIET_LOG4J = """\
+# Warnings, as the shell would set (so Spark does not announce a level change), but not the
+# start-up ones every local run prints (loopback hostname, no native Hadoop).
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = stderr
+appender.console.type = Console
+appender.console.name = stderr
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+logger.utils.name = org.apache.spark.util.Utils
+logger.utils.level = error
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+"""
+
+
+def _quiet_log4j() -> str:
+    """Path of the quiet log4j2 configuration, written once and shared by every process."""
+    digest = hashlib.sha256(_QUIET_LOG4J.encode()).hexdigest()[:12]
+    path = os.path.join(tempfile.gettempdir(), f"aiowheel-log4j2-{digest}.properties")
+    if not os.path.exists(path):
+        # Written aside and renamed, so a JVM starting meanwhile never reads half a file.
+        fd, partial = tempfile.mkstemp(prefix="aiowheel-log4j2-", dir=os.path.dirname(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as config:
+            config.write(_QUIET_LOG4J)
+        os.replace(partial, path)
+    return path
+
+
+def _local_cores(master: str) -> int | None:
+    """Cores of a ``local``, ``local[N]`` or ``local[*]`` master; None for a cluster."""
+    if master == "local":
+        return 1
+    if master.startswith("local[") and master.endswith("]"):
+        inner = master[len("local[") : -1].split(",", maxsplit=1)[0]
+        if inner == "*":
+            return os.cpu_count() or 1
+        if inner.isdigit():
+            return int(inner)
+    return None
