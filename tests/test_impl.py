@@ -1,0 +1,454 @@
+"""Tests for :mod:`aiowheel._impl` and for the compiled wheel being a true twin of the pure one.
+
+``tests/test_wheel.py`` runs every wheel test on both implementations. This module checks what
+those tests cannot: which implementation the selector picks, that the compiled classes have the
+pure ones' public names, signatures and docstrings, and -- the main check -- that random sequences
+of operations, including bad input and float edges, give identical results, errors and
+observable state (queued buckets, level starts, locations, repr) on both.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import inspect
+import math
+import os
+import pickle
+import subprocess
+import sys
+import weakref
+from collections.abc import Callable
+from fractions import Fraction
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import aiowheel
+from aiowheel import _impl
+from aiowheel import wheel as pure
+
+try:
+    from aiowheel import _cwheel as compiled
+except ImportError:  # not built
+    compiled = None  # type: ignore[assignment]
+
+needs_compiled = pytest.mark.skipif(compiled is None, reason="the compiled wheel is not built")
+
+
+# -- the selector --------------------------------------------------------------------------------
+
+
+def selected(env: dict[str, str]) -> str:
+    """``COMPILED`` and the wheel's module, as a fresh interpreter with ``env`` imports them."""
+    code = (
+        "import aiowheel, aiowheel._impl as i, aiowheel.timer as t; "
+        "assert aiowheel.HierarchicalWheel is i.HierarchicalWheel; "
+        "assert aiowheel.Entry is i.Entry and issubclass(t.TimerHandle, i.Entry); "
+        "print(i.COMPILED, i.HierarchicalWheel.__module__)"
+    )
+    environ = {k: v for k, v in os.environ.items() if k != "AIOWHEEL_NO_EXTENSIONS"} | env
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=environ, capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+def test_env_var_forces_pure_python() -> None:
+    assert selected({"AIOWHEEL_NO_EXTENSIONS": "1"}) == "False aiowheel.wheel"
+
+
+def test_an_empty_env_var_does_not_force_pure_python() -> None:
+    expected = "False aiowheel.wheel" if compiled is None else "True aiowheel._cwheel"
+    assert selected({"AIOWHEEL_NO_EXTENSIONS": ""}) == expected
+
+
+def test_this_process_uses_the_selected_implementation() -> None:
+    expected = compiled is not None and not os.environ.get("AIOWHEEL_NO_EXTENSIONS")
+    assert expected is _impl.COMPILED
+    module = compiled if expected else pure
+    assert aiowheel.HierarchicalWheel is module.HierarchicalWheel
+    for name in ("Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"):
+        assert getattr(_impl, name) is getattr(module, name)
+
+
+# -- the same public surface ---------------------------------------------------------------------
+
+
+def public_names(cls: type) -> set[str]:
+    return {name for name in dir(cls) if not name.startswith("_")}
+
+
+@needs_compiled
+@pytest.mark.parametrize("name", ["Entry", "HierarchicalWheel"])
+def test_same_public_names_and_docstrings(name: str) -> None:
+    pure_cls, compiled_cls = getattr(pure, name), getattr(compiled, name)
+    assert public_names(compiled_cls) == public_names(pure_cls)
+    # getdoc: the compiled methods' docstrings come dedented.
+    assert inspect.getdoc(compiled_cls) == inspect.getdoc(pure_cls)
+    for attr in public_names(pure_cls):
+        compiled_doc = inspect.getdoc(getattr(compiled_cls, attr))
+        assert compiled_doc == inspect.getdoc(getattr(pure_cls, attr)), attr
+
+
+@needs_compiled
+def test_same_module_functions() -> None:
+    assert compiled.__all__ == pure.__all__
+    for name in ("ceil_ticks", "floor_ticks"):
+        compiled_function, pure_function = getattr(compiled, name), getattr(pure, name)
+        assert inspect.getdoc(compiled_function) == inspect.getdoc(pure_function)
+        assert list(inspect.signature(compiled_function).parameters) == ["t", "tick"]
+
+
+@needs_compiled
+def test_same_method_signatures() -> None:
+    """Parameter names, kinds and defaults of the methods, after ``self`` (which is positional
+    only in a compiled method); the compiled ones carry no annotations."""
+
+    def parameters(func: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
+        _, *rest = inspect.signature(func).parameters.values()
+        return [(p.name, p.kind, p.default) for p in rest]
+
+    for attr in public_names(pure.HierarchicalWheel):
+        method = getattr(pure.HierarchicalWheel, attr)
+        if callable(method):
+            assert parameters(getattr(compiled.HierarchicalWheel, attr)) == parameters(method)
+    # A compiled __init__ shows no signature; construction by keyword must work alike.
+    for module in (pure, compiled):
+        entry = module.Entry(deadline=1.5, payload="x")
+        assert (entry.deadline, entry.payload, entry.pending) == (1.5, "x", False)
+        wheel = module.HierarchicalWheel(tick=1, wheel_size=8, start=-2)
+        assert (wheel.tick, wheel.wheel_size, wheel.now) == (1, 8, -2)
+
+
+@needs_compiled
+def test_entry_fields_are_member_descriptors_like_slots() -> None:
+    """So a Python subclass with __slots__ (TimerHandle) reads and writes them at slot speed."""
+    for name in ("deadline", "payload", "_bucket"):
+        assert type(vars(compiled.Entry)[name]) is type(vars(pure.Entry)[name])
+
+
+@needs_compiled
+def test_generic_subscription_and_slotted_subclasses() -> None:
+    """What aiowheel.timer does with Entry: subclass ``Entry[...]`` with extra __slots__."""
+    for module in (pure, compiled):
+
+        class Handle(module.Entry[str]):  # type: ignore[name-defined, misc]
+            __slots__ = ("extra",)
+
+            def __init__(self, deadline: float, payload: str) -> None:
+                self.deadline = deadline
+                self.payload = payload
+                self._bucket = None
+                self.extra = 1
+
+        wheel = module.HierarchicalWheel[str](tick=1)
+        handle = wheel.add_entry(Handle(3, "x"))
+        assert handle.pending
+        assert not hasattr(handle, "__dict__")
+        assert wheel.advance_entries(3) == [handle]
+        assert handle.payload == "x"
+        assert not handle.pending
+
+
+# -- identical behaviour, operation by operation --------------------------------------------------
+
+
+class FloatSub(float):
+    """A float subclass: allowed everywhere a float is, and off the compiled fast path."""
+
+
+class IntSub(int):
+    pass
+
+
+def outcome(call: Callable[[], Any]) -> tuple[Any, ...]:
+    """The result of ``call()`` as comparable data: its value with types, or its error."""
+    try:
+        value = call()
+    except Exception as exc:
+        return ("raised", type(exc).__name__, str(exc))
+    return ("returned", typed(value))
+
+
+def typed(value: Any) -> Any:
+    """``value`` with the type of every number in it, so 340 and 340.0 (and -0.0) differ."""
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, [typed(item) for item in value])
+    if isinstance(value, int | float):
+        return (type(value).__name__, repr(value))
+    if hasattr(value, "pending"):  # an entry: the same repr, not the same object
+        return ("entry", repr(value))
+    return value
+
+
+def _handle_init(self: Any, deadline: Any, payload: Any) -> None:
+    self.deadline = deadline
+    self.payload = payload
+    self._bucket = None
+    self.name = payload
+
+
+def _handle_class(module: ModuleType, name: str) -> type:
+    """An Entry subclass as aiowheel.timer's TimerHandle, with a repr that does not name the
+    module; a module-level class, so that pickle finds it."""
+    namespace = {
+        "__slots__": ("name",),
+        "__init__": _handle_init,
+        "__repr__": lambda self: f"<Handle {self.name}>",
+        "__module__": __name__,
+        "__qualname__": name,
+    }
+    return type(name, (module.Entry,), namespace)
+
+
+PureHandle = _handle_class(pure, "PureHandle")
+CompiledHandle = None if compiled is None else _handle_class(compiled, "CompiledHandle")
+
+
+def make_handle(module: ModuleType) -> type:
+    return PureHandle if module is pure else CompiledHandle  # type: ignore[return-value]
+
+
+class Twin:
+    """One implementation driven through the ops; entries are referred to by index."""
+
+    def __init__(self, module: ModuleType, tick: Any, wheel_size: int, start: Any) -> None:
+        self.module = module
+        self.handle_cls = make_handle(module)
+        self.entries: list[Any] = []
+        self.created = outcome(lambda: module.HierarchicalWheel(tick, wheel_size, start))
+        self.wheel = module.HierarchicalWheel(tick, wheel_size, start) if self.ok else None
+
+    @property
+    def ok(self) -> bool:
+        return self.created[0] == "returned"
+
+    def names(self, entries: list[Any]) -> list[Any]:
+        return [self.entries.index(entry) for entry in entries]
+
+    def run(self, op: tuple[Any, ...]) -> tuple[Any, ...]:
+        """Apply ``op`` (a name and its arguments) and return its outcome."""
+        return getattr(self, f"op_{op[0]}")(*op[1:])  # type: ignore[no-any-return]
+
+    def op_add(self, deadline: Any) -> tuple[Any, ...]:
+        added: list[Any] = []
+        result = outcome(lambda: added.append(self.wheel.add(deadline, len(self.entries))))
+        self.entries.extend(added)
+        return result
+
+    def op_add_entry(self, deadline: Any) -> tuple[Any, ...]:
+        handle = self.handle_cls(deadline, len(self.entries))
+        self.entries.append(handle)
+        return outcome(lambda: self.wheel.add_entry(handle) is handle)
+
+    def op_entry(self, method: str, index: int) -> tuple[Any, ...]:
+        """``method`` (remove, locate or add_entry again) on an entry made earlier."""
+        if not self.entries:
+            return ("no entries",)
+        entry = self.entries[index % len(self.entries)]
+        return outcome(lambda: getattr(self.wheel, method)(entry))
+
+    def op_advance(self, now: Any) -> tuple[Any, ...]:
+        return outcome(lambda: self.wheel.advance(now))
+
+    def op_advance_entries(self, now: Any) -> tuple[Any, ...]:
+        return outcome(lambda: self.names(self.wheel.advance_entries(now)))
+
+    def op_drive(self) -> tuple[Any, ...]:
+        """What the Timer does: advance to next_deadline."""
+        wheel = self.wheel
+        return outcome(lambda: wheel.advance(wheel.next_deadline() or wheel.now))
+
+    def op_remove_all(self) -> tuple[Any, ...]:
+        return outcome(lambda: self.names(self.wheel.remove_all()))
+
+    def op_bad(self, method: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        return outcome(lambda: getattr(self.wheel, method)(*args))
+
+    def op_pickle(self, deep_copy: bool) -> tuple[Any, ...]:
+        """Go on with a copy of the wheel and its entries, pickled or deep-copied."""
+        both = (self.wheel, self.entries)
+        self.wheel, self.entries = (
+            copy.deepcopy(both) if deep_copy else pickle.loads(pickle.dumps(both))
+        )
+        return ("copied",)
+
+    def state(self) -> tuple[Any, ...]:
+        wheel = self.wheel
+        levels = wheel.levels
+        return (
+            len(wheel),
+            typed(wheel.now),
+            levels,
+            [typed(wheel.level_start(n)) for n in range(levels)],
+            [
+                typed(wheel.bucket_expiration(n, s))
+                for n in range(levels)
+                for s in range(wheel.wheel_size)
+            ],
+            outcome(wheel.next_deadline),
+            [(entry.pending, typed(wheel.locate(entry))) for entry in self.entries],
+            [typed(entry.payload) for entry in self.entries],
+            repr(wheel),
+        )
+
+
+TICKS = st.sampled_from(
+    [1, 7, 0.001, 0.1, 1 / 3, 1e-6, 1024.0, 2**53, 2**53 + 1, 10**20, FloatSub(0.001), IntSub(3)]
+)
+
+
+def times(tick: Any) -> st.SearchStrategy[Any]:
+    """Times around the tick grid and its 2**52-tick limit, big ints, and unusual types."""
+    step = float(tick)
+    return st.one_of(
+        st.floats(-1e4, 1e4),
+        st.integers(-(10**4), 10**4),
+        # On a tick, or one float step off it.
+        st.builds(
+            math.nextafter,
+            st.integers(-5000, 5000).map(lambda k: k * step),
+            st.sampled_from([-math.inf, 0.0, math.inf]),
+        ),
+        # Near the limit, as an exact product (an int for an int tick) or a float.
+        st.builds(
+            lambda k, sign, exact: sign * k * tick if exact else float(sign * k * tick),
+            st.integers(2**52 - 4, 2**52 + 4),
+            st.sampled_from([1, -1]),
+            st.booleans(),
+        ),
+        st.integers(-(2**64), 2**64),
+        st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 1e308, 2**53 + 1]),
+        st.sampled_from([FloatSub(2.5), IntSub(7), True, Fraction(7, 2), "5", None]),
+        st.floats(allow_nan=True, allow_infinity=True),
+    )
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[Any, int, Any, list[tuple[Any, ...]]]:
+    tick = draw(TICKS)
+    wheel_size = draw(st.sampled_from([2, 3, 4, 64]))
+    start = draw(st.one_of(times(tick), st.just(0)))
+    moments = times(tick)
+    op = st.one_of(
+        st.tuples(st.just("add"), moments),
+        st.tuples(st.just("add_entry"), moments),
+        st.tuples(
+            st.just("entry"), st.sampled_from(["add_entry", "remove", "locate"]), st.integers(0, 50)
+        ),
+        st.tuples(st.sampled_from(["advance", "advance_entries"]), moments),
+        st.tuples(st.just("drive")),
+        st.tuples(st.just("pickle"), st.booleans()),
+        st.tuples(st.just("remove_all")),
+        st.tuples(
+            st.just("bad"),
+            st.sampled_from(["remove", "locate", "add_entry"]),
+            st.sampled_from([(None,), ("x",), (5,)]),
+        ),
+        st.tuples(
+            st.just("bad"),
+            st.sampled_from(["bucket_expiration"]),
+            st.sampled_from([(0, -1), (0, 64), (-1, 0), (5, 0), (0, "1"), (0, 1.0), (0, True)]),
+        ),
+        st.tuples(st.just("bad"), st.just("level_start"), st.sampled_from([(-1,), (9,), ("0",)])),
+    )
+    return tick, wheel_size, start, draw(st.lists(op, max_size=40))
+
+
+@needs_compiled
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios())
+def test_same_results_errors_and_state_on_random_operations(
+    scenario: tuple[Any, int, Any, list[tuple[Any, ...]]],
+) -> None:
+    tick, wheel_size, start, ops = scenario
+    twins = [Twin(module, tick, wheel_size, start) for module in (pure, compiled)]
+    assert twins[0].created[0] == twins[1].created[0]
+    if twins[0].created[0] == "raised":
+        assert twins[0].created == twins[1].created
+        return
+    assert twins[0].state() == twins[1].state()
+    for op in ops:
+        results = [twin.run(op) for twin in twins]
+        assert results[0] == results[1], op
+        assert twins[0].state() == twins[1].state(), op
+
+
+def rounding(module: ModuleType, tick: Any, start: Any, t: Any) -> tuple[Any, ...]:
+    """Where a wheel of ``module`` files a deadline ``t``, and where advancing to ``t`` gets."""
+    made = outcome(lambda: module.HierarchicalWheel(tick, 4, start))
+    if made[0] == "raised":
+        return made
+    wheel = module.HierarchicalWheel(tick, 4, start)
+    added = outcome(lambda: wheel.add_entry(make_handle(module)(t, "x")) and None)
+    filed = (added, typed(wheel.next_deadline()), wheel.levels)
+    advanced = outcome(lambda: wheel.advance(t))
+    return (filed, advanced, typed(wheel.now), typed(wheel.next_deadline()), len(wheel))
+
+
+@needs_compiled
+@settings(max_examples=1000, deadline=None)
+@given(data=st.data(), tick=TICKS)
+def test_same_rounding_of_times_to_ticks(data: st.DataObject, tick: Any) -> None:
+    """One time at a time, many times: the conversions between times and ticks agree."""
+    t = data.draw(times(tick))
+    start = data.draw(st.sampled_from([0, -1.5, t]))
+    assert rounding(pure, tick, start, t) == rounding(compiled, tick, start, t)
+
+
+@needs_compiled
+@settings(max_examples=1000, deadline=None)
+@given(data=st.data(), tick=st.one_of(TICKS, st.sampled_from([0.0, 0, -0.5, -3, math.nan, 1e300])))
+def test_same_ceil_ticks_and_floor_ticks(data: st.DataObject, tick: Any) -> None:
+    """The module functions, also with ticks a wheel refuses (zero, negative, NaN)."""
+    t = data.draw(times(tick if tick else 1))
+    for pure_function, compiled_function in (
+        (pure.ceil_ticks, compiled.ceil_ticks),
+        (pure.floor_ticks, compiled.floor_ticks),
+    ):
+        expected = outcome(lambda f=pure_function: f(t, tick))
+        assert outcome(lambda f=compiled_function: f(t, tick)) == expected
+
+
+# -- memory ---------------------------------------------------------------------------------------
+
+
+@needs_compiled
+@pytest.mark.parametrize("module", [pure, compiled], ids=["python", "compiled"])
+def test_a_cycle_through_a_pending_payload_is_collected(module: ModuleType) -> None:
+    """wheel -> entry -> payload -> wheel, as Timer -> wheel -> TimerHandle -> Timer: the garbage
+    collector sees the wheel's references to its entries and frees the cycle."""
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    owner.wheel = module.HierarchicalWheel(tick=1)  # type: ignore[attr-defined]
+    for deadline in (-1, 5, 5000):
+        owner.wheel.add(deadline, owner)  # type: ignore[attr-defined]
+    alive = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert alive() is None
+
+
+@needs_compiled
+def test_deleted_entry_fields_raise_like_slots() -> None:
+    """``del entry.payload`` leaves the field empty; the compiled wheel raises, never crashes."""
+    for module in (pure, compiled):
+        wheel = module.HierarchicalWheel(tick=1)
+        entry = wheel.add(1, "x")
+        del entry.payload
+        with pytest.raises(AttributeError, match="payload"):
+            wheel.advance(1)
+        handle = make_handle(module)(2, "y")
+        del handle.deadline
+        with pytest.raises(AttributeError, match="deadline"):
+            wheel.add_entry(handle)
+        del handle._bucket
+        with pytest.raises(AttributeError, match="_bucket"):
+            _ = handle.pending
