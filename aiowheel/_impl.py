@@ -1,7 +1,8 @@
 """Which implementation of the wheel aiowheel runs on: compiled if built, else pure Python.
 
 The one place that chooses, as in aio-libs' packages (propcache, frozenlist, multidict): the
-layers above import :class:`Entry` and :class:`HierarchicalWheel` from here, never from
+layers above import :class:`Entry`, :class:`HierarchicalWheel` and the rounding functions
+:func:`ceil_ticks` and :func:`floor_ticks` from here, never from
 :mod:`aiowheel.wheel` (the pure implementation and the specification) or
 :mod:`aiowheel._cwheel` (its compiled twin, built by setup.py when a C compiler is available)
 directly. Both have the same API, behaviour and errors, and the same tests.
@@ -15,21 +16,21 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-__all__ = ["COMPILED", "Entry", "HierarchicalWheel"]
+__all__ = ["COMPILED", "Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"]
 
 COMPILED: bool
-"""True if :class:`HierarchicalWheel` and :class:`Entry` are the compiled ones."""
+"""True if the names here are the compiled ones."""
 
 # Type checkers see the pure classes: aiowheel/_cwheel.pyi declares the same API.
 if TYPE_CHECKING or os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
-    from aiowheel.wheel import Entry, HierarchicalWheel
+    from aiowheel.wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
 
     COMPILED = False
 else:
     try:
-        from aiowheel._cwheel import Entry, HierarchicalWheel
+        from aiowheel._cwheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
     except ImportError:  # not built: no C compiler or Cython at install time
-        from aiowheel.wheel import Entry, HierarchicalWheel
+        from aiowheel.wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
 
         COMPILED = False
     else:
