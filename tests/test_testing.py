@@ -95,9 +95,19 @@ def test_concurrent_sleepers_wake_in_order_each_at_its_time() -> None:
     assert all(now == 100.0 + delay for delay, now in woke)
 
 
-def test_the_clock_lands_exactly_on_the_timer_when_now_plus_timeout_rounds_below_it() -> None:
-    start, when = 0.8681078156023432, 32196.11311510039
-    assert start + (when - start) < when  # the float trap the loop has to step around
+@pytest.mark.parametrize(
+    ("start", "when"),
+    [
+        # now + (when - now) rounds below when: a jump by the timeout would land short of it.
+        (0.8681078156023432, 32196.11311510039),
+        # now + (when - now) rounds above when: a jump by the timeout would overshoot it.
+        (1.36, 3.53),
+        # when is a hair after now: asyncio's clock_resolution would run it before its time.
+        (279.404, math.nextafter(279.404, math.inf)),
+    ],
+    ids=["rounds-below", "rounds-above", "one-ulp-later"],
+)
+def test_a_timer_runs_exactly_when_the_clock_reaches_its_time(start: float, when: float) -> None:
     seen: list[float] = []
 
     async def main() -> None:
@@ -107,22 +117,7 @@ def test_the_clock_lands_exactly_on_the_timer_when_now_plus_timeout_rounds_below
         await done
 
     run(main(), start=start)
-    assert seen == [when]  # not a hair before: that would be a timer firing early
-
-
-def test_the_clock_lands_exactly_on_the_timer_when_now_plus_timeout_rounds_above_it() -> None:
-    start, when = 1.36, 3.53
-    assert start + (when - start) > when  # the opposite trap: overshooting by an ulp
-    seen: list[float] = []
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        done = loop.create_future()
-        loop.call_at(when, lambda: (seen.append(loop.time()), done.set_result(None)))
-        await done
-
-    run(main(), start=start)
-    assert seen == [when]  # not a hair after: exact times are what virtual time is for
+    assert seen == [when]  # neither a hair before (early) nor after: virtual time is exact
 
 
 def test_callbacks_see_their_own_when() -> None:
@@ -252,19 +247,3 @@ def test_with_no_timer_pending_the_loop_waits_for_io() -> None:
         return result, loop.time()
 
     assert run(main(), start=2.0) == ("done", 2.0)
-
-
-def test_a_timer_a_hair_later_than_now_waits_for_the_clock() -> None:
-    """asyncio runs timers up to clock_resolution early; virtual time must not."""
-    start = 279.404
-    later = math.nextafter(start, math.inf)
-    seen: list[float] = []
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        done = loop.create_future()
-        loop.call_at(later, lambda: (seen.append(loop.time()), done.set_result(None)))
-        await done
-
-    run(main(), start=start)
-    assert seen == [later]
