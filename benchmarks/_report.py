@@ -422,18 +422,19 @@ def results_json(results: Results) -> str:
     return json.dumps(asdict(results), indent=1, ensure_ascii=False)
 
 
+_COLORS = (
+    ("IdleTimeouts", "tab:purple"),
+    ("aiowheel", "tab:red"),
+    ("uvloop", "tab:orange"),
+    ("trio", "tab:green"),
+    ("asyncio", "tab:blue"),
+)
+
+
 def _style(variant: str) -> dict[str, Any]:
-    """Colour by event loop, line style by implementation, so the plots read alike."""
-    color = "tab:gray"
-    for loop, loop_color in (
-        ("asyncio", "tab:blue"),
-        ("uvloop", "tab:orange"),
-        ("trio", "tab:green"),
-    ):
-        if loop in variant:
-            color = loop_color
-    if "IdleTimeouts" in variant:
-        color = "tab:purple"
+    """Colour by event loop (or by what is stored), line style by implementation: the loop's
+    own solid, the pure wheel dashed, the compiled one dotted."""
+    color = next((color for word, color in _COLORS if word in variant), "tab:gray")
     style = "-"
     if variant.endswith(", pure"):
         style = "--"
@@ -473,7 +474,7 @@ def plot(results: Results, out: Path) -> list[str]:
         for axes in (pending, cancelled):
             axes.set_xscale("log")
             axes.grid(True, which="both", alpha=0.3)
-        cancelled.legend(fontsize=7)
+        cancelled.legend(fontsize=7, loc="center right")
         figure.tight_layout()
         figure.savefig(out / PLOTS["memory"], dpi=110)
         plt.close(figure)

@@ -636,7 +636,6 @@ def _pair(
     )
 
 
-_CPU_US = Metric("cpu", "CPU µs/op", 1e6)
 _MS = 1e3
 
 SCENARIOS: tuple[Scenario, ...] = (
