@@ -44,6 +44,7 @@ import anyio
 from aiowheel._backends import Backend, Cancellable, current_backend
 from aiowheel._impl import Entry, HierarchicalWheel
 from aiowheel.exceptions import PendingLimitError
+from aiowheel.wheel import _check_time
 
 if TYPE_CHECKING:
     from aiowheel._backends import CancelScope
@@ -85,11 +86,7 @@ _INF = math.inf
 def _check_number(value: object, what: str) -> float:
     if type(value) is float and -_INF < value < _INF:  # the common case, checked cheaply
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be an int or a float, got {value!r}")
-    if not math.isfinite(value):
-        raise ValueError(f"{what} must be finite, got {value!r}")
-    return value
+    return _check_time(value, what)  # the wheel's check, with its messages
 
 
 def _is_coroutine_function(func: object) -> bool:
