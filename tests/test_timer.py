@@ -1395,3 +1395,11 @@ async def test_reprs() -> None:
         assert repr(done).startswith(f"<TimerHandle when={when - 10!r} done ")
     assert repr(timer) == "<Timer tick=0.002 wheel_size=16 closed pending=0>"
     assert repr(job).startswith(f"<Job when={when!r} cancelled ")
+
+
+async def test_a_time_too_large_for_a_float_is_a_value_error() -> None:
+    async with Timer() as timer:
+        with pytest.raises(ValueError, match="when 1000"):
+            timer.call_at(10**400, print)
+        with pytest.raises(ValueError, match="delay 1000"):
+            timer.call_later(10**400, print)
