@@ -1,14 +1,21 @@
-"""Which implementation of the wheel aiowheel runs on: compiled if built, else pure Python.
+"""Which implementation of the hot paths aiowheel runs on: compiled if built, else pure Python.
 
-The one place that chooses, as in aio-libs' packages (propcache, frozenlist, multidict): the
-layers above import :class:`Entry`, :class:`HierarchicalWheel` and the rounding functions
-:func:`ceil_ticks` and :func:`floor_ticks` from here, never from
-:mod:`aiowheel.wheel` (the pure implementation and the specification) or
-:mod:`aiowheel._cwheel` (its compiled twin, built by setup.py when a C compiler is available)
-directly. Both have the same API, behaviour and errors, and the same tests.
+The one place that chooses, as in aio-libs' packages (propcache, frozenlist, multidict). Two
+hot paths have a compiled twin, both built into the one extension module :mod:`aiowheel._cwheel`
+by setup.py when a C compiler is available:
+
+* the wheel -- :class:`Entry`, :class:`HierarchicalWheel`, :func:`ceil_ticks` and
+  :func:`floor_ticks`, specified by :mod:`aiowheel.wheel`;
+* the Timer's scheduling and dispatch -- :class:`TimerCore` (the base class of
+  :class:`aiowheel.Timer`) and :class:`TimerHandle`, specified by :mod:`aiowheel._timercore`.
+
+The layers above import these names from here, never from the pure modules or the extension
+directly, and always get all of them from the same side: the compiled Timer core files its
+handles in the compiled wheel. Both sides have the same API, behaviour and errors, and the
+same tests.
 
 Set ``AIOWHEEL_NO_EXTENSIONS`` to a non-empty value before the first ``import aiowheel`` to force
-the pure-Python wheel. :data:`COMPILED` tells which one was chosen.
+pure Python. :data:`COMPILED` tells which side was chosen.
 """
 
 from __future__ import annotations
@@ -16,20 +23,37 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-__all__ = ["COMPILED", "Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"]
+__all__ = [
+    "COMPILED",
+    "Entry",
+    "HierarchicalWheel",
+    "TimerCore",
+    "TimerHandle",
+    "ceil_ticks",
+    "floor_ticks",
+]
 
 COMPILED: bool
 """True if the names here are the compiled ones."""
 
 # Type checkers see the pure classes: aiowheel/_cwheel.pyi declares the same API.
 if TYPE_CHECKING or os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
+    from aiowheel._timercore import TimerCore, TimerHandle
     from aiowheel.wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
 
     COMPILED = False
 else:
     try:
-        from aiowheel._cwheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
+        from aiowheel._cwheel import (
+            Entry,
+            HierarchicalWheel,
+            TimerCore,
+            TimerHandle,
+            ceil_ticks,
+            floor_ticks,
+        )
     except ImportError:  # not built: no C compiler or Cython at install time
+        from aiowheel._timercore import TimerCore, TimerHandle
         from aiowheel.wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
 
         COMPILED = False

@@ -40,7 +40,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import TYPE_CHECKING, final
 
-from aiowheel.timer import _check_number
+from aiowheel._timercore import _check_number
 
 if TYPE_CHECKING:
     from aiowheel._backends import CancelScope

@@ -36,15 +36,14 @@ import math
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from functools import partial
-from types import FunctionType, MethodType, TracebackType
-from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar, cast, final
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
 
 import anyio
 
 from aiowheel._backends import Backend, Cancellable, current_backend
-from aiowheel._impl import Entry, HierarchicalWheel
-from aiowheel.exceptions import PendingLimitError
-from aiowheel.wheel import _check_time
+from aiowheel._impl import HierarchicalWheel, TimerCore, TimerHandle
+from aiowheel._timercore import _check_number
 
 if TYPE_CHECKING:
     from aiowheel._backends import CancelScope
@@ -53,11 +52,8 @@ if TYPE_CHECKING:
 __all__ = ["Job", "Timer", "TimerHandle", "TimerStats"]
 
 T = TypeVar("T")
-H = TypeVar("H", bound="TimerHandle")
 
 logger = logging.getLogger("aiowheel")
-
-_COROUTINE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,92 +74,6 @@ class TimerStats:
     """Times the driver woke to advance the wheel."""
     levels: int
     """Wheel levels created so far."""
-
-
-_INF = math.inf
-
-
-def _check_number(value: object, what: str) -> float:
-    if type(value) is float and -_INF < value < _INF:  # the common case, checked cheaply
-        return value
-    return _check_time(value, what)  # the wheel's check, with its messages
-
-
-def _is_coroutine_function(func: object) -> bool:
-    # Fast paths for plain functions and bound methods; inspect for partials and the rest.
-    if type(func) is FunctionType:
-        return bool(func.__code__.co_flags & _COROUTINE_FLAGS)
-    if type(func) is MethodType:
-        return _is_coroutine_function(func.__func__)
-    return inspect.iscoroutinefunction(func)
-
-
-def _check_callback(callback: object, method: str) -> None:
-    # The same checks and messages as asyncio's BaseEventLoop._check_callback, made always, not
-    # only in debug mode.
-    if type(callback) is FunctionType:  # the common case: no coroutine, surely callable
-        if callback.__code__.co_flags & _COROUTINE_FLAGS:
-            raise TypeError(f"coroutines cannot be used with {method}()")
-        return
-    if inspect.iscoroutine(callback) or _is_coroutine_function(callback):
-        raise TypeError(f"coroutines cannot be used with {method}()")
-    if not callable(callback):
-        raise TypeError(f"a callable object was expected by {method}(), got {callback!r}")
-
-
-class TimerHandle(Entry[Callable[..., object]]):
-    """A callback scheduled on a :class:`Timer`, as returned by ``call_later``/``call_at``.
-
-    Mirrors :class:`asyncio.TimerHandle`: ``when()``, ``cancel()``, ``cancelled()``. The handle is
-    itself the wheel entry (its ``payload`` is the callback), so a pending timer costs one object.
-    """
-
-    __slots__ = ("_args", "_cancelled", "_context", "_timer")
-
-    _args: tuple[Any, ...]
-    _context: contextvars.Context | None
-    # The Timer while the handle is pending; None once it ran, was cancelled or the Timer closed.
-    _timer: Timer | None
-    _cancelled: bool
-
-    def __init__(
-        self,
-        when: float,
-        callback: Callable[..., object],
-        args: tuple[Any, ...],
-        timer: Timer,
-        context: contextvars.Context | None,
-    ) -> None:
-        self.deadline = when
-        self.payload = callback
-        self._bucket = None
-        self._args = args
-        self._context = contextvars.copy_context() if context is None else context
-        self._timer = timer
-        self._cancelled = False
-
-    def when(self) -> float:
-        """The time (in the loop's clock) the callback is scheduled for."""
-        return self.deadline
-
-    def cancel(self) -> None:
-        """Cancel the callback: it will not run. At once, the timer leaves the wheel and the
-        callback and its arguments are released. Cancelling twice or after it ran does nothing
-        more than mark the handle cancelled, as asyncio does."""
-        if self._cancelled:
-            return
-        self._cancelled = True
-        timer = self._timer
-        if timer is not None:
-            timer._forget(self)
-
-    def cancelled(self) -> bool:
-        """True if ``cancel()`` was called."""
-        return self._cancelled
-
-    def __repr__(self) -> str:
-        state = "cancelled" if self._cancelled else "pending" if self.pending else "done"
-        return f"<{type(self).__name__} when={self.deadline!r} {state} {self.payload!r}>"
 
 
 _PENDING, _RUNNING, _FINISHED, _CANCELLED = range(4)
@@ -309,7 +219,7 @@ def _nothing(*args: Any) -> None:
     return None
 
 
-class Timer:
+class Timer(TimerCore):
     """A hierarchical timing wheel driven on the running event loop.
 
     Use it as ``async with aiowheel.Timer() as timer:``; leaving the block (or ``aclose()``)
@@ -342,22 +252,10 @@ class Timer:
                 raise TypeError(f"max_pending must be an int or None, got {max_pending!r}")
             if max_pending < 1:
                 raise ValueError(f"max_pending must be >= 1, got {max_pending!r}")
+        super().__init__(tick, wheel_size, max_pending)
         self.tick = tick
         self.wheel_size = wheel_size
-        self.max_pending = max_pending
         self.exception_handler = exception_handler
-        # Validates tick and wheel_size now: a bad argument is a bug at the call site. Replaced
-        # by a wheel starting at the loop's time in __aenter__.
-        self._wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)
-        self._time: Callable[[], float] = _not_running
-        self._running = False
-        self._closed = False
-        # When the driver is armed to wake; -inf while it is dispatching (it re-arms after).
-        self._armed_at = math.inf
-        self._fired = 0
-        self._cancelled_count = 0
-        self._early = 0
-        self._max_lateness = 0.0
         self._wakeups = 0
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -410,47 +308,6 @@ class Timer:
     def time(self) -> float:
         """The Timer's clock: the running loop's time."""
         return self._time()
-
-    def call_later(
-        self,
-        delay: float,
-        callback: Callable[..., object],
-        *args: Any,
-        context: contextvars.Context | None = None,
-    ) -> TimerHandle:
-        """Run ``callback(*args)`` in ``delay`` seconds; like ``loop.call_later``.
-
-        A negative delay is due at once (it still runs in a later pass of the driver, never
-        inline). Raises TypeError for a non-number, a non-callable or a coroutine function,
-        ValueError for NaN or infinity, RuntimeError if the Timer is not running,
-        PendingLimitError beyond ``max_pending``.
-        """
-        if not self._running:
-            self._check_running()
-        if delay is None:
-            raise TypeError("delay must not be None")
-        _check_number(delay, "delay")
-        _check_callback(callback, "call_later")
-        return self._add(TimerHandle(self._time() + delay, callback, args, self, context))
-
-    def call_at(
-        self,
-        when: float,
-        callback: Callable[..., object],
-        *args: Any,
-        context: contextvars.Context | None = None,
-    ) -> TimerHandle:
-        """Run ``callback(*args)`` at loop time ``when``; like ``loop.call_at``.
-
-        Checks and errors as for :meth:`call_later`.
-        """
-        if not self._running:
-            self._check_running()
-        if when is None:
-            raise TypeError("when cannot be None")
-        _check_number(when, "when")
-        _check_callback(callback, "call_at")
-        return self._add(TimerHandle(when, callback, args, self, context))
 
     def schedule(self, delay: float, fn: Callable[..., Any], *args: Any) -> Job[Any]:
         """Run ``fn(*args)`` in ``delay`` seconds and return a :class:`Job` to await its result.
@@ -532,45 +389,7 @@ class Timer:
             self._check_running()
         return self._time() + _check_number(delay, "delay")
 
-    def _add(self, handle: H) -> H:
-        wheel = self._wheel
-        limit = self.max_pending
-        if limit is not None and len(wheel) >= limit:
-            raise PendingLimitError(
-                f"{len(wheel)} timers are pending, the limit is max_pending={limit}"
-            )
-        wheel.add_entry(handle)
-        if handle.deadline < self._armed_at:
-            self._rearm()
-        return handle
-
-    def _check_running(self) -> NoReturn:
-        if self._closed:
-            raise RuntimeError("Timer is closed")
-        raise RuntimeError("Timer is not running: use it inside 'async with Timer() as timer:'")
-
-    def _forget(self, handle: TimerHandle) -> None:
-        """A handle was cancelled before it ran: take it out of the wheel (unless an earlier
-        callback of its due batch cancelled it, when it is out already) and release what it
-        holds."""
-        self._wheel.remove(handle)
-        self._cancelled_count += 1
-        self._release(handle)
-
-    @staticmethod
-    def _release(handle: TimerHandle) -> None:
-        handle.payload = None
-        handle._args = ()
-        handle._context = None
-        handle._timer = None
-
     # -- the driver ---------------------------------------------------------------------------
-
-    def _rearm(self) -> None:
-        next_deadline = self._wheel.next_deadline()
-        if next_deadline is not None and next_deadline < self._armed_at:
-            self._armed_at = next_deadline
-            self._backend.arm(next_deadline)
 
     async def _drive(self) -> None:
         backend = self._backend
@@ -583,42 +402,6 @@ class Timer:
             next_deadline = wheel.next_deadline()
             self._armed_at = math.inf if next_deadline is None else next_deadline
             backend.arm(next_deadline)
-
-    def _run_due(self) -> None:
-        now = self._time()
-        due = cast("list[TimerHandle]", self._wheel.advance_entries(now))
-        if not due:
-            return
-        # The batch is in deadline order: its first entry is the latest, its last the earliest.
-        lateness = now - due[0].deadline
-        self._max_lateness = max(self._max_lateness, lateness)
-        if due[-1].deadline > now:  # impossible by the wheel's construction; counted as proof
-            self._early += sum(1 for handle in due if handle.deadline > now)
-        index = skipped = 0
-        try:
-            for index, handle in enumerate(due):  # noqa: B007 -- index is used on interrupt
-                if handle._cancelled:  # by an earlier callback of this batch
-                    skipped += 1
-                    continue
-                handle._timer = None
-                try:
-                    handle._context.run(handle.payload, *handle._args)  # type: ignore[union-attr, arg-type]
-                except (SystemExit, KeyboardInterrupt):
-                    raise
-                except BaseException as exc:  # as asyncio's Handle._run
-                    self._report_error(handle, exc)
-        except BaseException:
-            # SystemExit or KeyboardInterrupt from a callback: the rest of the batch stays
-            # scheduled (due at once) instead of being lost.
-            for handle in due[index + 1 :]:
-                if not handle._cancelled:
-                    self._wheel.add_entry(handle)
-            raise
-        finally:
-            self._fired += index + 1 - skipped
-
-    def _report_error(self, handle: TimerHandle, exc: BaseException) -> None:
-        self._report(handle.payload, handle._args, exc, handle)
 
     def _report(
         self,
@@ -684,10 +467,6 @@ class Timer:
 
     # -- observability ------------------------------------------------------------------------
 
-    def __len__(self) -> int:
-        """Timers and jobs pending in the wheel."""
-        return len(self._wheel)
-
     def stats(self) -> TimerStats:
         """Counters since the Timer started."""
         return TimerStats(
@@ -705,7 +484,3 @@ class Timer:
         return (
             f"<Timer tick={self.tick!r} wheel_size={self.wheel_size} {state} pending={len(self)}>"
         )
-
-
-def _not_running() -> float:
-    raise RuntimeError("Timer is not running: use it inside 'async with Timer() as timer:'")
