@@ -1,4 +1,6 @@
-"""Build the optional compiled wheel, ``aiowheel._cwheel``; all other metadata is in pyproject.toml.
+"""Build the optional extension ``aiowheel._cwheel``: the compiled wheel and Timer core.
+
+All other metadata is in pyproject.toml.
 
 The extension is optional, as in aio-libs' packages: without Cython or a working C compiler, or
 with ``AIOWHEEL_NO_EXTENSIONS`` set to a non-empty value, the install still succeeds, with a
@@ -14,6 +16,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 PYX = "aiowheel/_cwheel.pyx"
+# Included by PYX: the compiled Timer core (the twin of aiowheel/_timercore.py).
+PXI = "aiowheel/_ctimercore.pxi"
 
 
 class OptionalBuildExt(build_ext):
@@ -60,7 +64,9 @@ def _extensions() -> list[Extension]:
         return []
     # No fused multiply-add: the float rounding must match CPython's, operation by operation.
     extra = [] if sys.platform == "win32" else ["-ffp-contract=off"]
-    extension = Extension("aiowheel._cwheel", [PYX], extra_compile_args=extra, optional=True)
+    extension = Extension(
+        "aiowheel._cwheel", [PYX], depends=[PXI], extra_compile_args=extra, optional=True
+    )
     try:
         return list(cythonize([extension], compiler_directives={"language_level": 3}))
     except Exception as exc:  # a Cython error: still install, pure

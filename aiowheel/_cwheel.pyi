@@ -1,11 +1,15 @@
-"""Types of the compiled wheel, aiowheel/_cwheel.pyx: the same API as :mod:`aiowheel.wheel`."""
+"""Types of the extension aiowheel/_cwheel.pyx: the compiled wheel (the same API as
+:mod:`aiowheel.wheel`) and Timer core (the same API as :mod:`aiowheel._timercore`)."""
 
+from collections.abc import Callable
+from contextvars import Context
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"]
+__all__ = ["Entry", "HierarchicalWheel", "TimerCore", "TimerHandle", "ceil_ticks", "floor_ticks"]
 
 P = TypeVar("P")
 E = TypeVar("E", bound=Entry[Any])
+H = TypeVar("H", bound=TimerHandle)
 
 def ceil_ticks(t: float, tick: float) -> int: ...
 def floor_ticks(t: float, tick: float) -> int: ...
@@ -41,3 +45,58 @@ class HierarchicalWheel(Generic[P]):
     def remove_all(self) -> list[Entry[P]]: ...
     def locate(self, entry: Entry[P]) -> tuple[int, int] | None: ...
     def bucket_expiration(self, level: int, slot: int) -> float | None: ...
+
+class TimerHandle(Entry[Callable[..., object]]):
+    _args: tuple[Any, ...]
+    _context: Context | None
+    _timer: TimerCore | None
+    _cancelled: bool
+
+    def __init__(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        timer: TimerCore,
+        context: Context | None,
+    ) -> None: ...
+    def when(self) -> float: ...
+    def cancel(self) -> None: ...
+    def cancelled(self) -> bool: ...
+
+class TimerCore:
+    _max_pending: int | None
+    _wheel: HierarchicalWheel[Any]
+    _time: Callable[[], float]
+    _backend: Any
+    _running: bool
+    _closed: bool
+    _armed_at: float
+    _fired: int
+    _cancelled_count: int
+    _early: int
+    _max_lateness: float
+
+    def __init__(self, tick: float, wheel_size: int, max_pending: int | None) -> None: ...
+    def call_later(
+        self,
+        delay: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: Context | None = None,
+    ) -> TimerHandle: ...
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: Context | None = None,
+    ) -> TimerHandle: ...
+    def __len__(self) -> int: ...
+    def _add(self, handle: H) -> H: ...
+    def _check_running(self) -> None: ...
+    def _forget(self, handle: TimerHandle) -> None: ...
+    def _cancel_all(self) -> list[TimerHandle]: ...
+    @staticmethod
+    def _release(handle: TimerHandle) -> None: ...
+    def _run_due(self) -> None: ...

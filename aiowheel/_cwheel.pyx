@@ -61,7 +61,7 @@ from libc.stdlib cimport free, malloc, qsort, realloc
 import copyreg
 import math
 
-__all__ = ["Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"]
+__all__ = ["Entry", "HierarchicalWheel", "TimerCore", "TimerHandle", "ceil_ticks", "floor_ticks"]
 
 cdef extern from *:
     """
@@ -795,7 +795,7 @@ cdef class HierarchicalWheel:
         self._len += 1
         return entry
 
-    def remove(self, entry):
+    cpdef bint remove(self, entry) except -1:
         """Take ``entry`` out of the wheel and drop its payload; O(1).
 
         Returns False if it was no longer pending (already returned by ``advance`` or removed).
@@ -1113,3 +1113,8 @@ cdef class HierarchicalWheel:
                 i = child
             self._heap[i] = last
         return top
+
+
+# -- the Timer core ------------------------------------------------------------------------------
+
+include "_ctimercore.pxi"

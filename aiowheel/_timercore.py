@@ -137,7 +137,7 @@ class TimerCore:
     _backend: Backend
 
     def __init__(self, tick: float, wheel_size: int, max_pending: int | None) -> None:
-        self.max_pending = max_pending
+        self._max_pending = max_pending
         # Validates tick and wheel_size now: a bad argument is a bug at the call site. Replaced
         # by a wheel starting at the loop's time when the Timer starts.
         self._wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)
@@ -198,7 +198,7 @@ class TimerCore:
 
     def _add(self, handle: H) -> H:
         wheel = self._wheel
-        limit = self.max_pending
+        limit = self._max_pending
         if limit is not None and len(wheel) >= limit:
             raise PendingLimitError(
                 f"{len(wheel)} timers are pending, the limit is max_pending={limit}"
@@ -220,6 +220,15 @@ class TimerCore:
         self._wheel.remove(handle)
         self._cancelled_count += 1
         self._release(handle)
+
+    def _cancel_all(self) -> list[TimerHandle]:
+        """Cancel every pending timer, as the Timer closes; return them in deadline order."""
+        handles = cast("list[TimerHandle]", self._wheel.remove_all())
+        for handle in handles:
+            self._cancelled_count += 1
+            handle._cancelled = True
+            self._release(handle)
+        return handles
 
     @staticmethod
     def _release(handle: TimerHandle) -> None:

@@ -289,14 +289,15 @@ class Timer(TimerCore):
         if not self._running:
             return
         self._running = False
-        for entry in self._wheel.remove_all():
-            assert isinstance(entry, TimerHandle)
-            self._cancelled_count += 1
-            entry._cancelled = True
-            self._release(entry)
-            if isinstance(entry, Job):
-                entry._finish(_CANCELLED, None)
+        for handle in self._cancel_all():
+            if isinstance(handle, Job):
+                handle._finish(_CANCELLED, None)
         await self._backend.stop()
+
+    @property
+    def max_pending(self) -> int | None:
+        """The limit on pending timers given to the constructor (None: no limit)."""
+        return self._max_pending
 
     @property
     def closed(self) -> bool:

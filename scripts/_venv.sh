@@ -8,7 +8,7 @@ command -v "$python" >/dev/null 2>&1 || python=python3
 venv="$root/.venv"
 stamp="$venv/.aiowheel-installed-${AIOWHEEL_EXTRAS//,/-}"
 # What the install depends on, including the compiled wheel's source: a change rebuilds it.
-want=$( (cat pyproject.toml scripts/_venv.sh; cat setup.py aiowheel/_cwheel.pyx 2>/dev/null || true) | sha256sum | cut -d' ' -f1)
+want=$( (cat pyproject.toml scripts/_venv.sh; cat setup.py aiowheel/_cwheel.pyx aiowheel/_ctimercore.pxi 2>/dev/null || true) | sha256sum | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ]; then
     echo "creating virtual environment in $venv" >&2
     "$python" -m venv "$venv"

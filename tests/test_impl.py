@@ -9,6 +9,7 @@ observable state (queued buckets, level starts, locations, repr) on both.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import gc
 import inspect
@@ -29,6 +30,7 @@ from hypothesis import strategies as st
 
 import aiowheel
 from aiowheel import _impl
+from aiowheel import _timercore as pure_core
 from aiowheel import wheel as pure
 
 try:
@@ -48,7 +50,8 @@ def selected(env: dict[str, str]) -> str:
         "import aiowheel, aiowheel._impl as i, aiowheel.timer as t; "
         "assert aiowheel.HierarchicalWheel is i.HierarchicalWheel; "
         "assert aiowheel.Entry is i.Entry and issubclass(t.TimerHandle, i.Entry); "
-        "print(i.COMPILED, i.HierarchicalWheel.__module__)"
+        "assert t.TimerHandle is i.TimerHandle and issubclass(t.Timer, i.TimerCore); "
+        "print(i.COMPILED, i.HierarchicalWheel.__module__, i.TimerCore.__module__)"
     )
     environ = {k: v for k, v in os.environ.items() if k != "AIOWHEEL_NO_EXTENSIONS"} | env
     out = subprocess.run(
@@ -58,11 +61,15 @@ def selected(env: dict[str, str]) -> str:
 
 
 def test_env_var_forces_pure_python() -> None:
-    assert selected({"AIOWHEEL_NO_EXTENSIONS": "1"}) == "False aiowheel.wheel"
+    assert selected({"AIOWHEEL_NO_EXTENSIONS": "1"}) == "False aiowheel.wheel aiowheel._timercore"
 
 
 def test_an_empty_env_var_does_not_force_pure_python() -> None:
-    expected = "False aiowheel.wheel" if compiled is None else "True aiowheel._cwheel"
+    expected = (
+        "False aiowheel.wheel aiowheel._timercore"
+        if compiled is None
+        else "True aiowheel._cwheel aiowheel._cwheel"
+    )
     assert selected({"AIOWHEEL_NO_EXTENSIONS": ""}) == expected
 
 
@@ -73,6 +80,9 @@ def test_this_process_uses_the_selected_implementation() -> None:
     assert aiowheel.HierarchicalWheel is module.HierarchicalWheel
     for name in ("Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"):
         assert getattr(_impl, name) is getattr(module, name)
+    core_module = compiled if expected else pure_core
+    for name in ("TimerCore", "TimerHandle"):
+        assert getattr(_impl, name) is getattr(core_module, name)
 
 
 # -- the same public surface ---------------------------------------------------------------------
@@ -83,9 +93,17 @@ def public_names(cls: type) -> set[str]:
 
 
 @needs_compiled
-@pytest.mark.parametrize("name", ["Entry", "HierarchicalWheel"])
-def test_same_public_names_and_docstrings(name: str) -> None:
-    pure_cls, compiled_cls = getattr(pure, name), getattr(compiled, name)
+@pytest.mark.parametrize(
+    ("name", "spec"),
+    [
+        ("Entry", pure),
+        ("HierarchicalWheel", pure),
+        ("TimerCore", pure_core),
+        ("TimerHandle", pure_core),
+    ],
+)
+def test_same_public_names_and_docstrings(name: str, spec: ModuleType) -> None:
+    pure_cls, compiled_cls = getattr(spec, name), getattr(compiled, name)
     assert public_names(compiled_cls) == public_names(pure_cls)
     # getdoc: the compiled methods' docstrings come dedented.
     assert inspect.getdoc(compiled_cls) == inspect.getdoc(pure_cls)
@@ -96,7 +114,7 @@ def test_same_public_names_and_docstrings(name: str) -> None:
 
 @needs_compiled
 def test_same_module_functions() -> None:
-    assert compiled.__all__ == pure.__all__
+    assert compiled.__all__ == sorted(pure.__all__ + pure_core.__all__)
     for name in ("ceil_ticks", "floor_ticks"):
         compiled_function, pure_function = getattr(compiled, name), getattr(pure, name)
         assert inspect.getdoc(compiled_function) == inspect.getdoc(pure_function)
@@ -112,10 +130,11 @@ def test_same_method_signatures() -> None:
         _, *rest = inspect.signature(func).parameters.values()
         return [(p.name, p.kind, p.default) for p in rest]
 
-    for attr in public_names(pure.HierarchicalWheel):
-        method = getattr(pure.HierarchicalWheel, attr)
-        if callable(method):
-            assert parameters(getattr(compiled.HierarchicalWheel, attr)) == parameters(method)
+    for spec, name in ((pure, "HierarchicalWheel"), (pure_core, "TimerCore")):
+        for attr in public_names(getattr(spec, name)):
+            method = getattr(getattr(spec, name), attr)
+            if callable(method):
+                assert parameters(getattr(getattr(compiled, name), attr)) == parameters(method)
     # A compiled __init__ shows no signature; construction by keyword must work alike.
     for module in (pure, compiled):
         entry = module.Entry(deadline=1.5, payload="x")
@@ -452,3 +471,32 @@ def test_deleted_entry_fields_raise_like_slots() -> None:
         del handle._bucket
         with pytest.raises(AttributeError, match="_bucket"):
             _ = handle.pending
+
+
+# -- the compiled Timer core ---------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not _impl.COMPILED, reason="the compiled Timer core is not selected")
+def test_compiled_handles_are_untracked_and_reference_nothing_once_done() -> None:
+    """What makes untracked handles safe (see aiowheel/_ctimercore.pxi): a handle out of the
+    wheel references nothing the garbage collector tracks. Jobs stay tracked."""
+
+    async def main() -> None:
+        async with aiowheel.Timer() as timer:
+            ran, cancelled = timer.call_later(0, int), timer.call_later(10, int, "1")
+            closed = timer.call_later(10, int, "2")
+            job = timer.schedule(10, int)
+            assert not any(gc.is_tracked(handle) for handle in (ran, cancelled, closed))
+            assert gc.is_tracked(job)
+            cancelled.cancel()
+            await timer.sleep(0)
+        for handle in (ran, cancelled, closed):
+            assert not any(gc.is_tracked(referent) for referent in gc.get_referents(handle))
+            assert (handle.payload, handle._args, handle._context, handle._timer) == (
+                None,
+                (),
+                None,
+                None,
+            )
+
+    asyncio.run(main())

@@ -368,6 +368,38 @@ async def test_callback_runs_in_a_copy_of_the_callers_context() -> None:
     assert seen == ["caller"]
 
 
+async def test_callbacks_from_one_context_do_not_see_each_others_changes() -> None:
+    """Each callback gets the caller's values as they were when it was scheduled, in a context
+    of its own (the compiled Timer shares one snapshot between such handles: still isolated)."""
+    seen: list[tuple[str, str]] = []
+
+    def callback(label: str) -> None:
+        seen.append((label, request_id.get()))
+        request_id.set(f"set by {label}")
+
+    async with Timer() as timer:
+        token = request_id.set("first")
+        try:
+            when = timer.time() + 0.001
+            timer.call_at(when, callback, "a")
+            timer.call_at(when, callback, "b")
+            request_id.set("second")
+            timer.call_at(when, callback, "c")
+            timer.call_at(when, callback, "d")
+            request_id.set("first")  # the same value again, in a new mapping
+            timer.call_at(when, callback, "e")
+            await timer.sleep_until(when)
+        finally:
+            request_id.reset(token)
+    assert seen == [
+        ("a", "first"),
+        ("b", "first"),
+        ("c", "second"),
+        ("d", "second"),
+        ("e", "first"),
+    ]
+
+
 async def test_callback_runs_in_the_given_context() -> None:
     context = contextvars.Context()
     context.run(request_id.set, "given")
@@ -655,6 +687,32 @@ async def test_cancel_releases_the_callback_and_its_arguments_at_once() -> None:
             job.cancel()
             assert all(ref() is None for ref in refs)
             assert len(timer) == 0
+    finally:
+        gc.enable()
+
+
+async def test_a_callback_and_its_arguments_are_released_once_it_ran() -> None:
+    """Also when the callback's object holds the handle (a cycle while pending): once the timer
+    ran, reference counting alone frees them."""
+
+    class Connection:
+        def __init__(self, timer: Timer) -> None:
+            self.handle = timer.call_later(0.001, self.on_timeout, Target())
+
+        def on_timeout(self, argument: Target) -> None:
+            self.ran = True
+
+    gc.disable()
+    try:
+        async with Timer() as timer:
+            connection = Connection(timer)
+            refs = [weakref.ref(connection), weakref.ref(connection.handle._args[0])]
+            handle = connection.handle
+            del connection
+            await timer.sleep(0.002)
+            assert [ref() for ref in refs] == [None, None]
+            assert handle.payload is None and handle._args == ()
+            assert repr(handle).endswith(" done None>")
     finally:
         gc.enable()
 

@@ -1,0 +1,393 @@
+# The compiled twin of aiowheel/_timercore.py, included at the end of _cwheel.pyx so that it
+# reaches the wheel's C fields and methods directly. aiowheel/_timercore.py is the specification:
+# same API, behaviour and error messages; the whole test suite runs on both (see aiowheel._impl).
+#
+# Two representation changes make a pending timer cheaper, neither of them observable:
+#
+# * Handles made by call_at/call_later are not tracked by the cyclic garbage collector. A million
+#   pending timers are then a million objects fewer for every full collection to walk (measured:
+#   about half of the CPU a timer cost). It is safe because a handle holds references only while
+#   it is pending -- reachable from its Timer's wheel -- and releases its callback, arguments,
+#   context and Timer the moment it runs, is cancelled or its Timer closes; a handle out of the
+#   wheel references nothing, so it can close no cycle the collector would need to find. The one
+#   cost: a Timer dropped while running, never closed (its task neither finished nor cancelled),
+#   keeps the objects its pending callbacks reference alive until the interpreter exits.
+# * Handles scheduled from the same context share one context snapshot instead of one copy each.
+#   The pure handle copies the current context when it is scheduled and runs its callback in that
+#   copy, so a callback's ContextVar.set() is seen by nobody else. Here the snapshot is a copy
+#   made when the current context's variables last changed (checked by identity of the
+#   Context's variable mapping, see _context_vars_readable), and each callback runs in a fresh
+#   copy of it: the same values, the same isolation, one Context object per change instead of
+#   one per timer.
+
+from cpython.contextvars cimport (
+    PyContext_CheckExact,
+    PyContext_Copy,
+    PyContext_CopyCurrent,
+    PyContext_Enter,
+    PyContext_Exit,
+)
+
+cdef extern from *:
+    """
+    /* The variables of a contextvars.Context: the pointer after ctx_prev. CPython 3.7 to 3.14
+       lay a Context out as PyObject_HEAD, ctx_prev, ctx_vars; _context_vars_readable() checks it
+       at import, and snapshots are not shared if it does not hold. */
+    static void *aw_context_vars(PyObject *ctx) {
+        return ((void **)((char *)ctx + sizeof(PyObject)))[1];
+    }
+    static const char *aw_type_name(void *obj) {
+        return Py_TYPE((PyObject *)obj)->tp_name;
+    }
+    /* co_flags of a plain function's code, or -1 if `obj` is not exactly a function. */
+    static int aw_function_flags(PyObject *obj) {
+        if (!Py_IS_TYPE(obj, &PyFunction_Type)) return -1;
+        return ((PyCodeObject *)PyFunction_GET_CODE(obj))->co_flags;
+    }
+    static PyObject *aw_method_function(PyObject *obj) {
+        return Py_IS_TYPE(obj, &PyMethod_Type) ? PyMethod_GET_FUNCTION(obj) : NULL;
+    }
+    """
+    void *aw_context_vars(object ctx)
+    const char *aw_type_name(void *obj)
+    int aw_function_flags(PyObject *obj)
+    PyObject *aw_method_function(object obj)
+    void PyObject_GC_UnTrack(void *op)
+    int CO_COROUTINE
+    int CO_ITERABLE_COROUTINE
+
+import sys as _sys
+
+from aiowheel._timercore import _check_callback, _not_running
+from aiowheel.exceptions import PendingLimitError
+
+cdef str _NOT_RUNNING = "Timer is not running: use it inside 'async with Timer() as timer:'"
+
+
+cdef bint _context_vars_readable():
+    """Whether aw_context_vars reads a Context's variable mapping on this interpreter."""
+    import contextvars
+
+    if not ((3, 7) <= _sys.version_info[:2] <= (3, 14)):
+        return False
+    probe = contextvars.ContextVar("aiowheel-probe")
+    first = contextvars.Context()
+    second = first.copy()
+    if aw_context_vars(first) is NULL or aw_context_vars(first) != aw_context_vars(second):
+        return False
+    if aw_type_name(aw_context_vars(first)) != b"hamt":
+        return False
+    second.run(probe.set, 1)  # a change of variables is a new mapping
+    return (
+        aw_context_vars(second) is not NULL
+        and aw_context_vars(second) != aw_context_vars(first)
+        and aw_type_name(aw_context_vars(second)) == b"hamt"
+    )
+
+
+cdef bint _SHARE_SNAPSHOTS = _context_vars_readable()
+
+
+cdef inline int _check_callback_fast(object callback, str method) except -1:
+    """``_check_callback`` with the common cases -- a plain function, a method of one -- in C."""
+    cdef int flags = aw_function_flags(<PyObject *>callback)
+    cdef PyObject *function
+    if flags < 0:
+        function = aw_method_function(callback)
+        if function is not NULL:
+            flags = aw_function_flags(function)
+    if flags < 0:
+        _check_callback(callback, method)
+    elif flags & (CO_COROUTINE | CO_ITERABLE_COROUTINE):
+        raise TypeError(f"coroutines cannot be used with {method}()")
+    return 0
+
+
+cdef class TimerHandle(Entry):
+    """A callback scheduled on a Timer, as returned by ``call_later``/``call_at``.
+
+    Mirrors :class:`asyncio.TimerHandle`: ``when()``, ``cancel()``, ``cancelled()``. The handle is
+    itself the wheel entry (its ``payload`` is the callback), so a pending timer costs one object.
+    Once the callback has run or been cancelled the handle holds nothing but its deadline: the
+    callback, its arguments and its context are released.
+    """
+
+    cdef public object _args
+    cdef public object _context
+    # The Timer while the handle is pending; None once it ran, was cancelled or the Timer closed.
+    cdef public TimerCore _timer
+    cdef public bint _cancelled
+    # True if _context is a shared snapshot: the callback then runs in a copy of it.
+    cdef bint _copy_context
+
+    def __init__(self, when, callback, args, timer, context):
+        _set(self, _OFF_DEADLINE, when)
+        _set(self, _OFF_PAYLOAD, callback)
+        _set(self, _OFF_BUCKET, None)
+        self._args = args
+        self._context = PyContext_CopyCurrent() if context is None else context
+        self._timer = timer
+        self._cancelled = False
+        self._copy_context = False
+
+    def when(self):
+        """The time (in the loop's clock) the callback is scheduled for."""
+        return _get(self, _OFF_DEADLINE, "deadline")
+
+    def cancel(self):
+        """Cancel the callback: it will not run. At once, the timer leaves the wheel and the
+        callback and its arguments are released. Cancelling twice or after it ran does nothing
+        more than mark the handle cancelled, as asyncio does."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        if self._timer is not None:
+            self._timer._forget(self)
+
+    def cancelled(self):
+        """True if ``cancel()`` was called."""
+        return self._cancelled
+
+    def __repr__(self):
+        state = "cancelled" if self._cancelled else "pending" if _pending(self) else "done"
+        return (
+            f"<{type(self).__name__} when={_get(self, _OFF_DEADLINE, 'deadline')!r} {state} "
+            f"{_get(self, _OFF_PAYLOAD, 'payload')!r}>"
+        )
+
+
+cdef inline void _release_handle(TimerHandle handle) noexcept:
+    handle._args = ()
+    handle._context = None
+    handle._timer = None
+    _set(handle, _OFF_PAYLOAD, None)  # may run the callback's finaliser: last
+
+
+cdef inline object _deadline(Entry entry):
+    return _get(entry, _OFF_DEADLINE, "deadline")
+
+
+cdef class TimerCore:
+    """The wheel, the handles and the dispatch of one Timer; see :class:`aiowheel.Timer`.
+
+    The Timer sets ``_wheel``, ``_time``, ``_backend`` and ``_running`` when it starts, and
+    implements ``_report`` (where a callback's error goes).
+    """
+
+    cdef public object _max_pending
+    cdef public HierarchicalWheel _wheel
+    cdef public object _time
+    cdef public object _backend
+    cdef public bint _running
+    cdef public bint _closed
+    # When the driver is armed to wake; -inf while it is dispatching (it re-arms after).
+    cdef public double _armed_at
+    cdef public object _fired
+    cdef public object _cancelled_count
+    cdef public object _early
+    cdef public double _max_lateness
+    # The context snapshot new handles share while the current context's variables stay the
+    # same (None: none yet). Dropped after each pass and when the wheel empties, so that it
+    # keeps no context's values alive longer than some pending timer does.
+    cdef object _snapshot
+
+    def __init__(self, tick, wheel_size, max_pending):
+        self._max_pending = max_pending
+        # Validates tick and wheel_size now: a bad argument is a bug at the call site. Replaced
+        # by a wheel starting at the loop's time when the Timer starts.
+        self._wheel = HierarchicalWheel(tick, wheel_size)
+        self._time = _not_running
+        self._running = False
+        self._closed = False
+        self._armed_at = math.inf
+        self._fired = 0
+        self._cancelled_count = 0
+        self._early = 0
+        self._max_lateness = 0.0
+
+    def call_later(self, delay, callback, *args, context=None):
+        """Run ``callback(*args)`` in ``delay`` seconds; like ``loop.call_later``.
+
+        A negative delay is due at once (it still runs in a later pass of the driver, never
+        inline). Raises TypeError for a non-number, a non-callable or a coroutine function,
+        ValueError for NaN or infinity, RuntimeError if the Timer is not running,
+        PendingLimitError beyond ``max_pending``.
+        """
+        if not self._running:
+            self._raise_not_running()
+        if delay is None:
+            raise TypeError("delay must not be None")
+        _check_time(delay, "delay")
+        _check_callback_fast(callback, "call_later")
+        return self._schedule(self._time() + delay, callback, args, context)
+
+    def call_at(self, when, callback, *args, context=None):
+        """Run ``callback(*args)`` at loop time ``when``; like ``loop.call_at``.
+
+        Checks and errors as for :meth:`call_later`.
+        """
+        if not self._running:
+            self._raise_not_running()
+        if when is None:
+            raise TypeError("when cannot be None")
+        _check_time(when, "when")
+        _check_callback_fast(callback, "call_at")
+        return self._schedule(when, callback, args, context)
+
+    def __len__(self):
+        """Timers and jobs pending in the wheel."""
+        return self._wheel._len
+
+    cdef TimerHandle _schedule(self, object when, object callback, tuple args, object context):
+        cdef TimerHandle handle
+        self._check_limit()
+        handle = TimerHandle.__new__(TimerHandle)
+        _set(handle, _OFF_DEADLINE, when)
+        _set(handle, _OFF_PAYLOAD, callback)
+        _set(handle, _OFF_BUCKET, None)
+        handle._args = args
+        if context is None:
+            handle._context = self._current_snapshot()
+            handle._copy_context = True
+        else:
+            handle._context = context
+        handle._timer = self
+        PyObject_GC_UnTrack(<void *>handle)  # see the top of this file
+        self._file(handle)
+        return handle
+
+    cdef object _current_snapshot(self):
+        cdef object current = PyContext_CopyCurrent()
+        if not _SHARE_SNAPSHOTS:
+            return current
+        if self._snapshot is not None and aw_context_vars(self._snapshot) == aw_context_vars(current):
+            return self._snapshot
+        self._snapshot = current
+        return current
+
+    cdef int _check_limit(self) except -1:
+        limit = self._max_pending
+        if limit is not None and self._wheel._len >= limit:
+            raise PendingLimitError(
+                f"{self._wheel._len} timers are pending, the limit is max_pending={limit}"
+            )
+        return 0
+
+    cdef int _file(self, TimerHandle handle) except -1:
+        cdef object deadline
+        self._wheel.add_entry(handle)
+        deadline = _deadline(handle)
+        if PyFloat_CheckExact(deadline):
+            if PyFloat_AS_DOUBLE(deadline) < self._armed_at:
+                self._rearm()
+        elif deadline < self._armed_at:
+            self._rearm()
+        return 0
+
+    def _add(self, handle):
+        """File ``handle`` (made by the Timer: a Job) on the wheel."""
+        self._check_limit()
+        self._file(handle)
+        return handle
+
+    def _check_running(self):
+        self._raise_not_running()
+
+    cdef int _raise_not_running(self) except -1:
+        if self._closed:
+            raise RuntimeError("Timer is closed")
+        raise RuntimeError(_NOT_RUNNING)
+
+    cpdef _forget(self, TimerHandle handle):
+        """A handle was cancelled before it ran: take it out of the wheel (unless an earlier
+        callback of its due batch cancelled it, when it is out already) and release what it
+        holds."""
+        self._wheel.remove(handle)
+        self._cancelled_count += 1
+        _release_handle(handle)
+        if not self._wheel._len:
+            self._snapshot = None
+
+    def _cancel_all(self):
+        """Cancel every pending timer, as the Timer closes; return them in deadline order."""
+        cdef list handles = self._wheel.remove_all()
+        cdef TimerHandle handle
+        self._snapshot = None
+        for entry in handles:
+            handle = <TimerHandle?>entry
+            self._cancelled_count += 1
+            handle._cancelled = True
+            _release_handle(handle)
+        return handles
+
+    @staticmethod
+    def _release(TimerHandle handle):
+        _release_handle(handle)
+
+    cdef int _rearm(self) except -1:
+        next_deadline = self._wheel.next_deadline()
+        if next_deadline is not None and next_deadline < self._armed_at:
+            self._armed_at = next_deadline
+            self._backend.arm(next_deadline)
+        return 0
+
+    def _run_due(self):
+        """Run every callback due at the clock's current time, in (deadline, scheduling order)."""
+        cdef list due
+        cdef Py_ssize_t n, index = 0, skipped = 0, i
+        cdef TimerHandle handle
+        cdef object callback, args, context
+        now = self._time()
+        due = self._wheel.advance_entries(now)
+        n = PyList_GET_SIZE(due)
+        if not n:
+            return
+        # The batch is in deadline order: its first entry is the earliest, its last the latest.
+        lateness = now - _deadline(<Entry>PyList_GET_ITEM(due, 0))
+        if lateness > self._max_lateness:
+            self._max_lateness = lateness
+        if _deadline(<Entry>PyList_GET_ITEM(due, n - 1)) > now:  # impossible; counted as proof
+            self._early += sum(1 for entry in due if _deadline(<Entry>entry) > now)
+        try:
+            for i in range(n):
+                index = i
+                handle = <TimerHandle?>due[i]
+                if handle._cancelled:  # by an earlier callback of this batch
+                    skipped += 1
+                    continue
+                callback = _get(handle, _OFF_PAYLOAD, "payload")
+                args = handle._args
+                context = handle._context
+                if handle._copy_context:
+                    context = PyContext_Copy(context)
+                _release_handle(handle)
+                try:
+                    _run_in(context, callback, args)
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:  # as asyncio's Handle._run
+                    self._report(callback, args, exc, handle)
+        except BaseException:
+            # SystemExit or KeyboardInterrupt from a callback: the rest of the batch stays
+            # scheduled (due at once) instead of being lost.
+            for i in range(index + 1, n):
+                handle = <TimerHandle>due[i]
+                if not handle._cancelled:
+                    self._wheel.add_entry(handle)
+            raise
+        finally:
+            self._fired += index + 1 - skipped
+            self._snapshot = None
+
+
+cdef inline int _run_in(object context, object callback, object args) except -1:
+    """``context.run(callback, *args)``, without the method call when context is a Context."""
+    if not PyContext_CheckExact(context):
+        context.run(callback, *args)
+        return 0
+    PyContext_Enter(context)
+    try:
+        callback(*args)
+    finally:
+        PyContext_Exit(context)
+    return 0
