@@ -1,8 +1,9 @@
 """The Timer: one hierarchical wheel bound to a running event loop.
 
-This module owns the single driver coroutine, the handles users get back (:class:`TimerHandle`,
-:class:`Job`), the dispatch of due callbacks and coroutine jobs, the Timer's lifecycle and its
-statistics. What differs between event loops (reading the clock, sleeping, spawning a task,
+This module owns the single driver coroutine, the jobs (:class:`Job`), the Timer's lifecycle and
+its statistics. Its base class, ``TimerCore``, owns the hot path -- ``call_later``/``call_at``,
+the handles they return (:class:`TimerHandle`), cancellation and the dispatch of a due batch --
+in :mod:`aiowheel._timercore`, with a compiled twin chosen by :mod:`aiowheel._impl`. What differs between event loops (reading the clock, sleeping, spawning a task,
 reporting an error) lives in :mod:`aiowheel._backends`, one small adapter per loop.
 
 How the driver works: it sleeps until the wheel's earliest non-empty bucket expires, advances the
@@ -19,12 +20,18 @@ Guarantees:
 * due callbacks run in (deadline, scheduling order), cascaded or not;
 * at most once: a handle runs once, or never if cancelled first -- also when an earlier callback
   of the same batch cancels it;
-* a cancelled timer leaves the wheel at once, and its callback and arguments are released;
+* a cancelled timer leaves the wheel at once, and its callback and arguments are released (so
+  are a callback's once it has run);
 * callbacks scheduled from a callback run in a later pass, even when already due, so a callback
   that schedules itself cannot starve the loop.
 
 Not thread-safe, like the event loop itself: from another thread use
 ``loop.call_soon_threadsafe(timer.call_later, delay, callback)``.
+
+Close every Timer (leave its ``async with`` block, or ``await timer.aclose()``): with the compiled
+core, pending handles are not tracked by the garbage collector, so a Timer dropped while running
+and never closed keeps what its pending callbacks reference alive until the interpreter exits.
+(``asyncio.run`` cancels leftover tasks, which closes their Timers.)
 """
 
 from __future__ import annotations

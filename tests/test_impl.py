@@ -477,7 +477,7 @@ def test_deleted_entry_fields_raise_like_slots() -> None:
 
 
 @pytest.mark.skipif(not _impl.COMPILED, reason="the compiled Timer core is not selected")
-def test_compiled_handles_are_untracked_and_reference_nothing_once_done() -> None:
+def test_compiled_handles_are_untracked_share_snapshots_and_reference_nothing_once_done() -> None:
     """What makes untracked handles safe (see aiowheel/_ctimercore.pxi): a handle out of the
     wheel references nothing the garbage collector tracks. Jobs stay tracked."""
 
@@ -486,6 +486,8 @@ def test_compiled_handles_are_untracked_and_reference_nothing_once_done() -> Non
             ran, cancelled = timer.call_later(0, int), timer.call_later(10, int, "1")
             closed = timer.call_later(10, int, "2")
             job = timer.schedule(10, int)
+            # One context snapshot shared while the context's variables stay the same.
+            assert cancelled._context is closed._context
             assert not any(gc.is_tracked(handle) for handle in (ran, cancelled, closed))
             assert gc.is_tracked(job)
             cancelled.cancel()
