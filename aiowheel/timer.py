@@ -3,8 +3,9 @@
 This module owns the single driver coroutine, the jobs (:class:`Job`), the Timer's lifecycle and
 its statistics. Its base class, ``TimerCore``, owns the hot path -- ``call_later``/``call_at``,
 the handles they return (:class:`TimerHandle`), cancellation and the dispatch of a due batch --
-in :mod:`aiowheel._timercore`, with a compiled twin chosen by :mod:`aiowheel._impl`. What differs between event loops (reading the clock, sleeping, spawning a task,
-reporting an error) lives in :mod:`aiowheel._backends`, one small adapter per loop.
+in :mod:`aiowheel._timercore`, with a compiled twin chosen by :mod:`aiowheel._impl`. What
+differs between event loops (reading the clock, sleeping, spawning a task, reporting an error)
+lives in :mod:`aiowheel._backends`, one small adapter per loop.
 
 How the driver works: it sleeps until the wheel's earliest non-empty bucket expires, advances the
 wheel to the loop's current time, runs what is due in (deadline, scheduling order), and sleeps
