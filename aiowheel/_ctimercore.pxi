@@ -58,10 +58,8 @@ cdef extern from *:
 
 import sys as _sys
 
-from aiowheel._timercore import _check_callback, _not_running
+from aiowheel._timercore import _NOT_RUNNING, _check_callback, _not_running
 from aiowheel.exceptions import PendingLimitError
-
-cdef str _NOT_RUNNING = "Timer is not running: use it inside 'async with Timer() as timer:'"
 
 
 cdef bint _context_vars_readable():
@@ -103,6 +101,10 @@ cdef inline int _check_callback_fast(object callback, str method) except -1:
     return 0
 
 
+cdef inline object _deadline(Entry entry):
+    return _get(entry, _OFF_DEADLINE, "deadline")
+
+
 cdef class TimerHandle(Entry):
     """A callback scheduled on a Timer, as returned by ``call_later``/``call_at``.
 
@@ -132,7 +134,7 @@ cdef class TimerHandle(Entry):
 
     def when(self):
         """The time (in the loop's clock) the callback is scheduled for."""
-        return _get(self, _OFF_DEADLINE, "deadline")
+        return _deadline(self)
 
     def cancel(self):
         """Cancel the callback: it will not run. At once, the timer leaves the wheel and the
@@ -151,7 +153,7 @@ cdef class TimerHandle(Entry):
     def __repr__(self):
         state = "cancelled" if self._cancelled else "pending" if _pending(self) else "done"
         return (
-            f"<{type(self).__name__} when={_get(self, _OFF_DEADLINE, 'deadline')!r} {state} "
+            f"<{type(self).__name__} when={_deadline(self)!r} {state} "
             f"{_get(self, _OFF_PAYLOAD, 'payload')!r}>"
         )
 
@@ -161,10 +163,6 @@ cdef inline void _release_handle(TimerHandle handle) noexcept:
     handle._context = None
     handle._timer = None
     _set(handle, _OFF_PAYLOAD, None)  # may run the callback's finaliser: last
-
-
-cdef inline object _deadline(Entry entry):
-    return _get(entry, _OFF_DEADLINE, "deadline")
 
 
 cdef class TimerCore:
