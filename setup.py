@@ -9,6 +9,7 @@ warning, and ``aiowheel._impl`` falls back to the pure-Python wheel.
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 
@@ -16,8 +17,9 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 PYX = "aiowheel/_cwheel.pyx"
-# Included by PYX: the compiled Timer core (the twin of aiowheel/_timercore.py).
-PXI = "aiowheel/_ctimercore.pxi"
+# Every other Cython source: the parts PYX includes (see its docstring) and any .pxd. A glob, so
+# that a new part rebuilds the extension when it changes without being listed here.
+DEPENDS = sorted(glob.glob("aiowheel/**/*.px[id]", recursive=True))
 
 
 class OptionalBuildExt(build_ext):
@@ -65,7 +67,7 @@ def _extensions() -> list[Extension]:
     # No fused multiply-add: the float rounding must match CPython's, operation by operation.
     extra = [] if sys.platform == "win32" else ["-ffp-contract=off"]
     extension = Extension(
-        "aiowheel._cwheel", [PYX], depends=[PXI], extra_compile_args=extra, optional=True
+        "aiowheel._cwheel", [PYX], depends=DEPENDS, extra_compile_args=extra, optional=True
     )
     try:
         return list(cythonize([extension], compiler_directives={"language_level": 3}))

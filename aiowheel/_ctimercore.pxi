@@ -1,6 +1,7 @@
-# The compiled twin of aiowheel/_timercore.py, included at the end of _cwheel.pyx so that it
-# reaches the wheel's C fields and methods directly. aiowheel/_timercore.py is the specification:
-# same API, behaviour and error messages; the whole test suite runs on both (see aiowheel._impl).
+# Part of aiowheel/_cwheel.pyx (included at its end; see its docstring): the compiled twin of
+# aiowheel/_timercore.py, in the wheel's extension so that it reaches the wheel's C fields and
+# methods directly. aiowheel/_timercore.py is the specification: same API, behaviour and error
+# messages (from aiowheel._checks); the whole test suite runs on both (see aiowheel._impl).
 #
 # Two representation changes make a pending timer cheaper, neither of them observable:
 #
@@ -58,8 +59,15 @@ cdef extern from *:
 
 import sys as _sys
 
-from aiowheel._timercore import _NOT_RUNNING, _check_callback, _not_running
-from aiowheel.exceptions import PendingLimitError
+from aiowheel._checks import (
+    CLOSED,
+    DELAY_NONE,
+    NOT_RUNNING,
+    WHEN_NONE,
+    check_callback,
+    not_running,
+    pending_limit,
+)
 
 
 cdef bint _context_vars_readable():
@@ -87,7 +95,7 @@ cdef bint _SHARE_SNAPSHOTS = _context_vars_readable()
 
 
 cdef inline int _check_callback_fast(object callback, str method) except -1:
-    """``_check_callback`` with the common cases -- a plain function, a method of one -- in C."""
+    """``check_callback`` with the common cases -- a plain function, a method of one -- in C."""
     cdef int flags = aw_function_flags(<PyObject *>callback)
     cdef PyObject *function
     if flags < 0:
@@ -95,7 +103,7 @@ cdef inline int _check_callback_fast(object callback, str method) except -1:
         if function is not NULL:
             flags = aw_function_flags(function)
     if flags < 0:
-        _check_callback(callback, method)
+        check_callback(callback, method)
     elif flags & (CO_COROUTINE | CO_ITERABLE_COROUTINE):
         raise TypeError(f"coroutines cannot be used with {method}()")
     return 0
@@ -123,9 +131,7 @@ cdef class TimerHandle(Entry):
     cdef bint _copy_context
 
     def __init__(self, when, callback, args, timer, context):
-        _set(self, _OFF_DEADLINE, when)
-        _set(self, _OFF_PAYLOAD, callback)
-        _set(self, _OFF_BUCKET, None)
+        _init_entry(self, when, callback)
         self._args = args
         self._context = PyContext_CopyCurrent() if context is None else context
         self._timer = timer
@@ -194,7 +200,7 @@ cdef class TimerCore:
         # Validates tick and wheel_size now: a bad argument is a bug at the call site. Replaced
         # by a wheel starting at the loop's time when the Timer starts.
         self._wheel = HierarchicalWheel(tick, wheel_size)
-        self._time = _not_running
+        self._time = not_running
         self._running = False
         self._closed = False
         self._armed_at = math.inf
@@ -206,31 +212,35 @@ cdef class TimerCore:
     def call_later(self, delay, callback, *args, context=None):
         """Run ``callback(*args)`` in ``delay`` seconds; like ``loop.call_later``.
 
-        A negative delay is due at once (it still runs in a later pass of the driver, never
-        inline). Raises TypeError for a non-number, a non-callable or a coroutine function,
-        ValueError for NaN or infinity, RuntimeError if the Timer is not running,
+        ``delay`` is any real number: an int or a float is added to the clock as asyncio does,
+        another number (a Fraction, a Decimal, a numpy scalar) exactly, the sum rounded up to a
+        float, so the callback never runs before ``now + delay``. A negative delay is due at
+        once (it still runs in a later pass of the driver, never inline). Raises TypeError for a
+        non-number, a non-callable or a coroutine function, ValueError for NaN or infinity or a
+        deadline beyond the wheel's range, RuntimeError if the Timer is not running,
         PendingLimitError beyond ``max_pending``.
         """
         if not self._running:
             self._raise_not_running()
         if delay is None:
-            raise TypeError("delay must not be None")
-        _check_time(delay, "delay")
+            raise TypeError(DELAY_NONE)
+        when = _deadline_after(self._time(), delay)
         _check_callback_fast(callback, "call_later")
-        return self._schedule(self._time() + delay, callback, args, context)
+        return self._schedule(when, callback, args, context)
 
     def call_at(self, when, callback, *args, context=None):
         """Run ``callback(*args)`` at loop time ``when``; like ``loop.call_at``.
 
-        Checks and errors as for :meth:`call_later`.
+        ``when`` is any real number; one that is not an int or a float is rounded up to a float
+        (``handle.when()``). Checks and errors as for :meth:`call_later`.
         """
         if not self._running:
             self._raise_not_running()
         if when is None:
-            raise TypeError("when cannot be None")
-        _check_time(when, "when")
+            raise TypeError(WHEN_NONE)
+        deadline = _checked_deadline(when, "when")
         _check_callback_fast(callback, "call_at")
-        return self._schedule(when, callback, args, context)
+        return self._schedule(deadline, callback, args, context)
 
     def __len__(self):
         """Timers and jobs pending in the wheel."""
@@ -240,9 +250,7 @@ cdef class TimerCore:
         cdef TimerHandle handle
         self._check_limit()
         handle = TimerHandle.__new__(TimerHandle)
-        _set(handle, _OFF_DEADLINE, when)
-        _set(handle, _OFF_PAYLOAD, callback)
-        _set(handle, _OFF_BUCKET, None)
+        _init_entry(handle, when, callback)
         handle._args = args
         if context is None:
             handle._context = self._current_snapshot()
@@ -266,9 +274,7 @@ cdef class TimerCore:
     cdef int _check_limit(self) except -1:
         limit = self._max_pending
         if limit is not None and self._wheel._len >= limit:
-            raise PendingLimitError(
-                f"{self._wheel._len} timers are pending, the limit is max_pending={limit}"
-            )
+            raise pending_limit(self._wheel._len, limit)
         return 0
 
     cdef int _file(self, TimerHandle handle) except -1:
@@ -293,14 +299,14 @@ cdef class TimerCore:
 
     cdef int _raise_not_running(self) except -1:
         if self._closed:
-            raise RuntimeError("Timer is closed")
-        raise RuntimeError(_NOT_RUNNING)
+            raise RuntimeError(CLOSED)
+        raise RuntimeError(NOT_RUNNING)
 
     cpdef _forget(self, TimerHandle handle):
         """A handle was cancelled before it ran: take it out of the wheel (unless an earlier
         callback of its due batch cancelled it, when it is out already) and release what it
         holds."""
-        self._wheel.remove(handle)
+        self._wheel._unfile(handle)
         self._cancelled_count += 1
         _release_handle(handle)
         if not self._wheel._len:

@@ -4,10 +4,12 @@
 """The compiled twin of :mod:`aiowheel.wheel`: the same wheel, in Cython.
 
 :mod:`aiowheel.wheel` is the specification. This module has the same public API, guarantees,
-error types and messages and docstrings; the wheel tests run on both (the ``wheel_impl`` fixture in
+error types and messages and docstrings; the wheel tests run on both (the ``impl`` fixture in
 ``tests/conftest.py``) and ``tests/test_impl.py`` drives both with the same random operations and
 compares every observable result. Pick an implementation through :mod:`aiowheel._impl`, not by
-importing this module.
+importing this module. Every check of a user's input, and every error message, comes from
+:mod:`aiowheel._checks`, which both twins import; this module keeps only C fast paths for exact
+floats and ints, and imports nothing of the pure twins.
 
 Only the representation differs:
 
@@ -21,9 +23,9 @@ Only the representation differs:
   ``int`` of at most ``2**53`` in magnitude and the tick a ``float`` or an ``int`` in ``[1,
   2**53]``, the pure code's ``t / tick``, ``ceil``, ``q * tick`` and comparisons are done on
   doubles (and exact int64 products for an int tick) that give the same results as Python's;
-  anything else (bigger ints, ``float`` or ``int`` subclasses, other number types) runs the pure
-  code on Python objects. The C compiler must not contract ``a * b + c`` into a fused
-  multiply-add here: setup.py passes ``-ffp-contract=off``.
+  anything else (bigger ints and ticks, and an entry's ``deadline`` of another type, which only
+  ``add_entry`` can be given) runs the pure code on Python objects. The C compiler must not
+  contract ``a * b + c`` into a fused multiply-add here: setup.py passes ``-ffp-contract=off``.
 * **A bucket is a Python list, not a dict.** An entry knows its list and its index in it
   (``_bucket``, ``_index``); ``remove`` moves the bucket's last entry into the hole, so it is O(1)
   and the removed entry is released at once. Order inside a bucket is therefore not kept, and
@@ -34,18 +36,38 @@ Only the representation differs:
   slot)``, ordered like the pure wheel's tuples, with the same lazy dropping of emptied buckets
   (``bucket_expiration`` shows the same values at every step).
 * **Entry's ``deadline``, ``payload`` and ``_bucket`` are member descriptors**, like the slots of
-  the pure ``Entry``, not Cython properties: CPython specialises attribute access on them, which
-  keeps ``TimerHandle`` (a Python subclass) as cheap to build and read as with the pure wheel.
-  A member can be deleted (``del entry.payload``), leaving NULL in the field, so this module reads
-  and writes those three fields only through ``_get``/``_set``, never as Cython attributes (and
-  Cython's own pickling, which would read them, is off: both classes pickle as slotted objects
-  do, see ``__reduce_ex__``).
+  the pure ``Entry`` (see ``_cmembers.pxi``); Cython's own pickling, which would read them as
+  Cython attributes, is off: both classes pickle as slotted objects do, see ``__reduce_ex__``.
 
-Three differences are deliberate, none of them in the documented API: ``tick`` and
+Two differences are deliberate, none of them in the documented API: ``tick`` and
 ``wheel_size`` are read-only (assigning them on the pure wheel corrupts it); an ``Entry`` made
 with ``Entry.__new__`` and no ``__init__`` has ``deadline`` and ``payload`` None rather than
-unset; a ``wheel_size`` above ``2**40`` raises MemoryError at once (the pure wheel runs out of
-memory slowly).
+unset.
+
+**The parts.** One extension module, so that every part reaches the others' C fields and methods
+directly; its source is split by concern into include files, in the order below (a part uses only
+what comes before it):
+
+* ``_cint64.pxi`` -- int64 arithmetic with Python's results: floor division, exact comparisons
+  with doubles;
+* ``_cmembers.pxi`` -- C plumbing: object fields as member descriptors, in-place list edits;
+* ``_cchecks.pxi`` -- the C fast paths of :mod:`aiowheel._checks`;
+* ``_cticks.pxi`` -- time <-> ticks, ``ceil_ticks`` and ``floor_ticks``;
+* ``_centry.pxi`` -- :class:`Entry`;
+* ``_csort.pxi`` -- sorting a due batch;
+* this file -- the levels, the heap and :class:`HierarchicalWheel`;
+* ``_ctimercore.pxi`` -- the Timer core, the twin of :mod:`aiowheel._timercore`.
+
+To add a compiled part (say, a wheel-backed loop's handle, or IdleTimeouts' touch): write its
+pure twin first, as the specification, in its own module; write the part as ``_c<name>.pxi``
+here, starting with a comment naming its twin, and ``include`` it at the end of this file (after
+what it uses); take its checks and messages from :mod:`aiowheel._checks`, never from the pure
+twin; add its public names to ``__all__`` and ``_cwheel.pyi`` and select them in
+:mod:`aiowheel._impl` along with the others (all from one side); add it to the layer map of
+``tests/test_layers.py``. setup.py and ``scripts/_venv.sh`` find every ``.pyx``/``.pxi``/``.pxd``
+by a glob, and ``pyproject.toml`` ships them in the sdist: nothing else to list. An entry's
+private fields (``_bucket``, ``_index``, ``_ticks``, ``_seq``) stay the wheel's: a part creates
+entries with ``_init_entry`` and takes them out with ``HierarchicalWheel._unfile``.
 """
 
 cimport cython
@@ -61,523 +83,42 @@ from libc.stdlib cimport free, malloc, qsort, realloc
 import copyreg
 import math
 
+from aiowheel._checks import (
+    MAX_TICKS,
+    MAX_WHEEL_SIZE,
+    already_pending,
+    check_clock,
+    check_count,
+    check_deadline,
+    check_length,
+    deadline_after,
+    out_of_range,
+)
+
 __all__ = ["Entry", "HierarchicalWheel", "TimerCore", "TimerHandle", "ceil_ticks", "floor_ticks"]
 
-cdef extern from *:
-    """
-    #include <structmember.h>
+include "_cint64.pxi"
+include "_cmembers.pxi"
+include "_cchecks.pxi"
+include "_cticks.pxi"
+include "_centry.pxi"
+include "_csort.pxi"
 
-    /* Expose the object field at `offset` of every instance of `type` as a member descriptor,
-       as __slots__ are; `def` must outlive the type (a static). */
-    static int aw_add_member(PyTypeObject *type, PyMemberDef *def) {
-        PyObject *descr = PyDescr_NewMember(type, def);
-        int result;
-        if (descr == NULL) return -1;
-        result = PyDict_SetItemString(type->tp_dict, def->name, descr);
-        Py_DECREF(descr);
-        PyType_Modified(type);
-        return result;
-    }
 
-    /* Take item i out of `list` by moving the last item into its place. Returns the removed item:
-       the list's reference to it passes to the caller. */
-    static PyObject *aw_list_swap_remove(PyObject *list, Py_ssize_t i) {
-        PyListObject *l = (PyListObject *)list;
-        Py_ssize_t last = Py_SIZE(l) - 1;
-        PyObject *item = l->ob_item[i];
-        l->ob_item[i] = l->ob_item[last];
-        Py_SET_SIZE(l, last);
-        return item;
-    }
+# -- the wheel -------------------------------------------------------------------------------------
 
-    /* Put `item` at position i of `list` (a permutation step: no reference changes hands). */
-    static void aw_list_put(PyObject *list, Py_ssize_t i, PyObject *item) {
-        ((PyListObject *)list)->ob_item[i] = item;
-    }
-    """
-    ctypedef struct PyMemberDef:
-        const char *name
-        int type
-        Py_ssize_t offset
-        int flags
-        const char *doc
-    int T_OBJECT_EX
-    int aw_add_member(PyTypeObject *type, PyMemberDef *member) except -1
-    PyObject *aw_list_swap_remove(object list, Py_ssize_t i)
-    void aw_list_put(object list, Py_ssize_t i, PyObject *item)
-
-# Beyond 2**52 ticks floats cannot tell adjacent ticks apart (see aiowheel.wheel._MAX_TICKS).
-cdef double _MAX_TICKS = 4503599627370496.0  # 2**52
-_MAX_TICKS_INT = 2**52
-# Ints up to 2**53 in magnitude are exact doubles: the C conversions below take only those.
-cdef int64_t _EXACT = 9007199254740992  # 2**53
 # Clamp for a level's span, far beyond any accepted tick (see the module docstring).
 cdef int64_t _SPAN_CAP = 4611686018427387904  # 2**62
 # bucket expiration "not queued" (the pure wheel's None): below any reachable expiration.
 cdef int64_t _NOT_QUEUED = INT64_MIN
 
+# What HierarchicalWheel._unfile did: the entry was not pending; it was taken out of a bucket that
+# still holds entries (next_deadline unchanged); it was the last entry of its bucket.
+cdef enum:
+    _NOT_PENDING = 0
+    _KEPT = 1
+    _EMPTIED = 2
 
-
-# -- floor division on int64 (Python's // and % for a positive divisor) -------------------------
-
-@cython.cdivision(True)
-cdef inline int64_t _floordiv(int64_t a, int64_t b) noexcept nogil:
-    cdef int64_t q = a // b
-    if (a % b != 0) and (a < 0):
-        q -= 1
-    return q
-
-
-@cython.cdivision(True)
-cdef inline int64_t _floormod(int64_t a, int64_t b) noexcept nogil:
-    cdef int64_t r = a % b
-    if r < 0:
-        r += b
-    return r
-
-
-# -- exact comparisons of an int64 with a double (|values| < 2**62) --------------------------------
-
-cdef inline bint _lt(int64_t p, double d) noexcept nogil:
-    """p < d, exactly."""
-    cdef double fl = floor(d)
-    cdef int64_t fi = <int64_t>fl
-    return p < fi or (p == fi and fl < d)
-
-
-cdef inline bint _gt(int64_t p, double d) noexcept nogil:
-    """p > d, exactly (fi <= d < fi + 1, so p > d iff p > fi)."""
-    return p > <int64_t>floor(d)
-
-
-# -- Entry fields exposed as member descriptors ----------------------------------------------------
-
-# Byte offsets of Entry's deadline, payload and _bucket fields, found at import (see _init_members).
-cdef Py_ssize_t _OFF_DEADLINE = 0
-cdef Py_ssize_t _OFF_PAYLOAD = 0
-cdef Py_ssize_t _OFF_BUCKET = 0
-cdef PyMemberDef _MEMBERS[3]
-
-
-cdef inline PyObject **_field(object entry, Py_ssize_t offset) noexcept:
-    return <PyObject **>((<char *><PyObject *>entry) + offset)
-
-
-cdef inline object _get(object entry, Py_ssize_t offset, str name):
-    """The field's value; a deleted one raises AttributeError, as reading a slot does."""
-    cdef PyObject *value = _field(entry, offset)[0]
-    if value is NULL:
-        return getattr(entry, name)
-    return <object>value
-
-
-cdef inline void _set(object entry, Py_ssize_t offset, object value) noexcept:
-    """Store ``value``. Releases the old value last: that may run arbitrary code."""
-    cdef PyObject **field = _field(entry, offset)
-    cdef PyObject *old = field[0]
-    Py_INCREF(value)
-    field[0] = <PyObject *>value
-    Py_XDECREF(old)
-
-
-cdef inline bint _pending(Entry entry) except -1:
-    """True iff ``entry`` sits in its bucket: ``entry._bucket[entry._index] is entry``."""
-    cdef PyObject *bucket = _field(entry, _OFF_BUCKET)[0]
-    if bucket is NULL:
-        getattr(entry, "_bucket")  # raises AttributeError, as the pure wheel does
-        return False
-    if not PyList_CheckExact(<object>bucket):
-        return False
-    return (
-        entry._index < PyList_GET_SIZE(<object>bucket)
-        and PyList_GET_ITEM(<object>bucket, entry._index) == <PyObject *>entry
-    )
-
-
-cdef Entry _as_entry(object entry):
-    """``entry`` as an Entry; another object raises what the pure wheel's first access would."""
-    if isinstance(entry, Entry):
-        return <Entry>entry
-    getattr(entry, "_bucket")
-    raise TypeError(f"expected an aiowheel._cwheel.Entry, got {entry!r}")
-
-
-cdef class Entry:
-    """A pending deadline in a :class:`HierarchicalWheel`, as returned by ``add``.
-
-    Hold on to it to ``remove`` the deadline later. Once the entry has come out of ``advance`` or
-    been removed it is inert: it keeps ``deadline`` but drops its payload.
-    """
-
-    # Exposed as member descriptors (see _init_members); accessed only through _get and _set.
-    cdef object deadline
-    cdef object payload
-    # The bucket (a list) this entry sits in, or None before filing and after it fired or was
-    # removed. While pending, _bucket[_index] is this entry.
-    cdef object _bucket
-    cdef Py_ssize_t _index
-    # The deadline rounded up to whole ticks: the smallest q with q * tick >= deadline.
-    cdef int64_t _ticks
-    # Add order; ties between equal deadlines are broken by it.
-    cdef int64_t _seq
-
-    def __init__(self, deadline, payload):
-        _set(self, _OFF_DEADLINE, deadline)
-        _set(self, _OFF_PAYLOAD, payload)
-        _set(self, _OFF_BUCKET, None)
-
-    @classmethod
-    def __class_getitem__(cls, item):
-        # Entry[P] in annotations and base classes: the compiled class is not generic at runtime.
-        return cls
-
-    @property
-    def pending(self):
-        """True while the entry sits in its wheel: neither returned by ``advance`` nor removed."""
-        return _pending(self)
-
-    def __repr__(self):
-        state = "pending" if _pending(self) else "done"
-        return f"<Entry deadline={_get(self, _OFF_DEADLINE, 'deadline')!r} {state}>"
-
-    # Pickling and copying, as for the pure Entry (a slotted object): the fields that are set,
-    # then a subclass's slots.
-
-    def __reduce_ex__(self, protocol):
-        return (copyreg.__newobj__, (type(self),), self.__getstate__())
-
-    def __getstate__(self):
-        cdef PyObject *value
-        fields = {}
-        for name, offset in (
-            ("deadline", _OFF_DEADLINE), ("payload", _OFF_PAYLOAD), ("_bucket", _OFF_BUCKET)
-        ):
-            value = _field(self, offset)[0]
-            if value is not NULL:
-                fields[name] = <object>value
-        fields["_index"] = self._index
-        fields["_ticks"] = self._ticks
-        fields["_seq"] = self._seq
-        _get_slots(self, fields)
-        return (None, fields)
-
-    def __setstate__(self, state):
-        cdef PyObject **field
-        cdef PyObject *old
-        fields = dict(state[1])
-        self._index = fields.pop("_index")
-        self._ticks = fields.pop("_ticks")
-        self._seq = fields.pop("_seq")
-        for name, offset in (
-            ("deadline", _OFF_DEADLINE), ("payload", _OFF_PAYLOAD), ("_bucket", _OFF_BUCKET)
-        ):
-            if name not in fields:  # it was deleted: leave it unset, as a slot would be
-                field = _field(self, offset)
-                old = field[0]
-                field[0] = NULL
-                Py_XDECREF(old)
-        _set_slots(self, fields)
-
-
-cdef int _get_slots(object obj, dict fields) except -1:
-    """Add the __slots__ of ``obj``'s Python subclasses that are set to ``fields``."""
-    for name in copyreg._slotnames(type(obj)):
-        try:
-            fields[name] = getattr(obj, name)
-        except AttributeError:
-            pass
-    return 0
-
-
-cdef int _set_slots(object obj, dict fields) except -1:
-    for name, value in fields.items():
-        setattr(obj, name, value)
-    return 0
-
-
-cdef Py_ssize_t _find_field(Entry probe, object marker) except -1:
-    """The byte offset of the one field of ``probe`` that holds ``marker``."""
-    cdef char *base = <char *><PyObject *>probe
-    cdef Py_ssize_t offset
-    cdef Py_ssize_t size = (<PyTypeObject *>Entry).tp_basicsize
-    for offset in range(sizeof(PyObject), size - <Py_ssize_t>sizeof(PyObject *) + 1,
-                        sizeof(PyObject *)):
-        if (<PyObject **>(base + offset))[0] == <PyObject *>marker:
-            return offset
-    raise SystemError("aiowheel._cwheel: an Entry field was not found")
-
-
-cdef int _init_members() except -1:
-    """Find the three fields' offsets (Cython does not expose them) and add the descriptors."""
-    global _OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET
-    cdef Entry probe = Entry.__new__(Entry)
-    markers = (object(), object(), object())
-    # Cython-typed stores: the fields are still the None Cython initialised them to.
-    probe.deadline, probe.payload, probe._bucket = markers
-    _OFF_DEADLINE = _find_field(probe, markers[0])
-    _OFF_PAYLOAD = _find_field(probe, markers[1])
-    _OFF_BUCKET = _find_field(probe, markers[2])
-    _MEMBERS[0].name = b"deadline"
-    _MEMBERS[0].offset = _OFF_DEADLINE
-    _MEMBERS[1].name = b"payload"
-    _MEMBERS[1].offset = _OFF_PAYLOAD
-    _MEMBERS[2].name = b"_bucket"
-    _MEMBERS[2].offset = _OFF_BUCKET
-    cdef int i
-    for i in range(3):
-        _MEMBERS[i].type = T_OBJECT_EX
-        _MEMBERS[i].flags = 0
-        _MEMBERS[i].doc = NULL
-        aw_add_member(<PyTypeObject *>Entry, &_MEMBERS[i])
-    return 0
-
-
-_init_members()
-
-
-# -- sorting a batch by (deadline, add order) ------------------------------------------------------
-
-cdef struct _SortKey:
-    double deadline
-    int64_t seq
-    PyObject *entry
-
-
-cdef int _compare_keys(const void *a, const void *b) noexcept nogil:
-    cdef const _SortKey *x = <const _SortKey *>a
-    cdef const _SortKey *y = <const _SortKey *>b
-    if x.deadline < y.deadline:
-        return -1
-    if x.deadline > y.deadline:
-        return 1
-    return -1 if x.seq < y.seq else (1 if x.seq > y.seq else 0)
-
-
-def _order_key(entry):
-    """The pure wheel's sort key, ``(deadline, add order)``, for batches sorted in Python."""
-    return (_get(entry, _OFF_DEADLINE, "deadline"), (<Entry>entry)._seq)
-
-
-cdef bint _deadline_as_double(PyObject *deadline, double *out) noexcept:
-    """Store an exact double equal to ``deadline`` if it is a non-NaN float or a small int."""
-    cdef long long value
-    cdef int overflow
-    if deadline is NULL:
-        return False
-    if PyFloat_CheckExact(<object>deadline):
-        out[0] = PyFloat_AS_DOUBLE(<object>deadline)
-        return out[0] == out[0]
-    if PyLong_CheckExact(<object>deadline):
-        value = PyLong_AsLongLongAndOverflow(<object>deadline, &overflow)
-        if overflow == 0 and -_EXACT <= value <= _EXACT:
-            out[0] = <double>value
-            return True
-    return False
-
-
-cdef int _release_and_sort(list batch) except -1:
-    """Mark every entry of ``batch`` as out of the wheel, then sort it by (deadline, add order).
-
-    With every deadline a float or a small int, the doubles compare exactly as the Python numbers
-    do and add orders are unique, so any correct sort gives the pure wheel's order: checked in
-    one pass (batches are often sorted already), else qsort. Anything else: list.sort, as the
-    pure wheel does.
-    """
-    cdef Py_ssize_t n = PyList_GET_SIZE(batch)
-    cdef Py_ssize_t i
-    cdef PyObject *item
-    cdef bint fast = True
-    cdef bint ordered = True
-    cdef _SortKey *keys
-    for i in range(n):
-        _set(<object>PyList_GET_ITEM(batch, i), _OFF_BUCKET, None)
-    if n < 2:
-        return 0
-    keys = <_SortKey *>malloc(n * sizeof(_SortKey))
-    if keys is NULL:
-        raise MemoryError()
-    try:
-        for i in range(n):
-            item = PyList_GET_ITEM(batch, i)
-            if not _deadline_as_double(_field(<object>item, _OFF_DEADLINE)[0], &keys[i].deadline):
-                fast = False
-                break
-            keys[i].seq = (<Entry>item)._seq
-            keys[i].entry = item
-            if i and ordered and _compare_keys(&keys[i - 1], &keys[i]) > 0:
-                ordered = False
-        if not fast:
-            batch.sort(key=_order_key)
-        elif not ordered:
-            qsort(keys, n, sizeof(_SortKey), _compare_keys)
-            for i in range(n):
-                aw_list_put(batch, i, keys[i].entry)
-    finally:
-        free(keys)
-    return 0
-
-
-# -- time <-> ticks: aiowheel.wheel.ceil_ticks and floor_ticks -----------------------------------
-
-# How a tick is held, which decides the fast path of the conversions.
-cdef enum TickKind:
-    TICK_FLOAT  # an exact float, finite and > 0
-    TICK_INT  # an exact int in [1, 2**53]
-    TICK_OTHER  # anything else: the pure code on Python objects
-
-
-cdef struct _Tick:
-    TickKind kind
-    double d  # the tick as a double (TICK_FLOAT and TICK_INT)
-    int64_t i  # the tick (TICK_INT)
-
-
-cdef _Tick _tick_of(object tick) except *:
-    cdef _Tick k
-    k.kind = TICK_OTHER
-    k.d = 0.0
-    k.i = 0
-    if PyFloat_CheckExact(tick):
-        k.d = PyFloat_AS_DOUBLE(tick)
-        if isfinite(k.d) and k.d > 0:
-            k.kind = TICK_FLOAT
-    elif PyLong_CheckExact(tick) and 1 <= tick <= _EXACT:
-        k.kind = TICK_INT
-        k.i = tick
-        k.d = <double>k.i
-    return k
-
-
-cdef int _to_ticks(object t, object tick, const _Tick *k, bint up, int64_t *out) except -1:
-    """``up``: the smallest q with ``q * tick >= t`` (where a deadline is filed); else the largest
-    q with ``q * tick <= t`` (how far the clock may move at time t). Stores q in ``out``."""
-    cdef double d, ratio, qd
-    cdef int64_t q, p
-    cdef long long value
-    cdef int overflow
-    if PyFloat_CheckExact(t):
-        d = PyFloat_AS_DOUBLE(t)
-    elif PyLong_CheckExact(t):
-        value = PyLong_AsLongLongAndOverflow(t, &overflow)
-        if overflow or not (-_EXACT <= value <= _EXACT):
-            return _to_ticks_python(t, tick, up, out)
-        d = <double>value
-    else:
-        return _to_ticks_python(t, tick, up, out)
-    if k.kind == TICK_FLOAT:
-        # Python's float ops, on doubles; q is an exact double (|q| <= 2**52 + 1).
-        ratio = d / k.d
-        if not fabs(ratio) < _MAX_TICKS:
-            _out_of_range(t, tick, up)
-        if up:
-            qd = ceil(ratio)
-            # t / tick is rounded; correct by at most one step (see aiowheel.wheel.ceil_ticks).
-            if qd * k.d < d:
-                qd += 1
-            elif (qd - 1) * k.d >= d:
-                qd -= 1
-        else:
-            qd = floor(ratio)
-            if qd * k.d > d:
-                qd -= 1
-            elif (qd + 1) * k.d <= d:
-                qd += 1
-        out[0] = <int64_t>qd
-        return 0
-    if k.kind == TICK_INT and fabs(d) <= <double>_EXACT:
-        # t / tick of two exact doubles is Python's correctly rounded int or float division;
-        # q * tick is an exact int64 (|q * tick| <= |t| + 2 * tick < 2**55), compared exactly.
-        ratio = d / k.d
-        if not fabs(ratio) < _MAX_TICKS:
-            _out_of_range(t, tick, up)
-        if up:
-            q = <int64_t>ceil(ratio)
-            p = q * k.i
-            if _lt(p, d):
-                q += 1
-            elif not _lt(p - k.i, d):
-                q -= 1
-        else:
-            q = <int64_t>floor(ratio)
-            p = q * k.i
-            if _gt(p, d):
-                q -= 1
-            elif not _gt(p + k.i, d):
-                q += 1
-        out[0] = q
-        return 0
-    return _to_ticks_python(t, tick, up, out)
-
-
-cdef int _to_ticks_python(object t, object tick, bint up, int64_t *out) except -1:
-    """The pure ceil_ticks / floor_ticks, on Python objects."""
-    ratio = t / tick
-    if not abs(ratio) < _MAX_TICKS_INT:
-        _out_of_range(t, tick, up)
-    if up:
-        q = math.ceil(ratio)
-        if q * tick < t:
-            q += 1
-        elif (q - 1) * tick >= t:
-            q -= 1
-    else:
-        q = math.floor(ratio)
-        if q * tick > t:
-            q -= 1
-        elif (q + 1) * tick <= t:
-            q += 1
-    out[0] = q
-    return 0
-
-
-cdef int _out_of_range(object t, object tick, bint up) except -1:
-    what = "deadline" if up else "time"
-    if not math.isfinite(t):
-        raise ValueError(f"{what} must be finite, got {t!r}")
-    raise ValueError(f"{what} {t!r} is too far away for tick {tick!r}")
-
-
-def ceil_ticks(t, tick):
-    """The smallest q with ``q * tick >= t`` (a float product): where a deadline is filed.
-
-    The one rounding rule of aiowheel: a deadline ``t`` fires at ``ceil_ticks(t, tick) * tick``,
-    never before ``t`` and less than a tick after it. ``IdleTimeouts`` and the Spark replay use it
-    to compute expiry times that match the wheel's exactly. ValueError if ``t / tick`` is not
-    finite or not below 2**52 in magnitude.
-    """
-    cdef _Tick k = _tick_of(tick)
-    cdef int64_t q
-    _to_ticks(t, tick, &k, True, &q)
-    return q
-
-
-def floor_ticks(t, tick):
-    """The largest q with ``q * tick <= t``: how far a wheel's clock may move at time t."""
-    cdef _Tick k = _tick_of(tick)
-    cdef int64_t q
-    _to_ticks(t, tick, &k, False, &q)
-    return q
-
-
-# -- argument checks -----------------------------------------------------------------------------
-
-cdef inline int _check_time(object value, str what) except -1:
-    """Raise TypeError unless ``value`` is an int or a float, ValueError unless it is finite."""
-    if PyFloat_CheckExact(value):
-        if isfinite(PyFloat_AS_DOUBLE(value)):
-            return 0
-    elif isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be an int or a float, got {value!r}")
-    try:
-        finite = math.isfinite(value)
-    except OverflowError:  # an int too large for a float
-        raise ValueError(f"{what} {value!r} is too far away") from None
-    if not finite:
-        raise ValueError(f"{what} must be finite, got {value!r}")
-    return 0
-
-
-# -- the wheel -----------------------------------------------------------------------------------
 
 cdef struct _Queued:
     # A queued bucket, ordered like the pure wheel's heap tuples (expiration, level, slot).
@@ -598,17 +139,22 @@ cdef inline bint _queued_before(const _Queued *a, const _Queued *b) noexcept nog
 cdef class _Level:
     """One ring of ``wheel_size`` slots, each ``width`` ticks wide."""
 
+    # This level's place in the wheel's _levels.
     cdef Py_ssize_t index
     # Ticks per slot: wheel_size ** index; below 2**55 (see the module docstring).
     cdef int64_t width
     # Ticks covered by the whole ring, width * wheel_size, clamped to _SPAN_CAP.
     cdef int64_t span
-    # Start of the current slot; always a multiple of width, never decreases.
+    # Start of the current slot: level 0's clock rounded down to a multiple of width (every
+    # level moves with level 0); never decreases.
     cdef int64_t current
-    # wheel_size lists: the entries of each slot, in no particular order.
+    # wheel_size lists: the entries of each slot, in no particular order. An entry with tick q
+    # sits in slot (q // width) % wheel_size at its _index, its bucket expires at
+    # q - q % width, strictly after level 0's clock and before current + span.
     cdef list buckets
     # Expiration (ticks) each bucket was last queued with on the heap, or _NOT_QUEUED. A bucket
-    # has an item on the heap iff its expiration is not _NOT_QUEUED.
+    # has an item on the heap, once, iff its expiration is not _NOT_QUEUED; a non-empty bucket
+    # is always queued (an emptied one may stay queued until next_deadline drops it).
     cdef int64_t *expirations
     # The wheel's wheel_size: the length of buckets and of expirations.
     cdef Py_ssize_t size
@@ -655,10 +201,15 @@ cdef class HierarchicalWheel:
     ['job']
 
     Args:
-        tick: width of one level-0 slot in the caller's time unit; finite and > 0.
-        wheel_size: slots per level, >= 2.
+        tick: width of one level-0 slot in the caller's time unit; a finite real number > 0,
+            kept as an int or else as the nearest float (``wheel.tick``).
+        wheel_size: slots per level, a whole number from 2 to ``2**40``.
         start: the wheel's initial time; level 0's clock starts at ``start`` rounded down to a
             whole tick.
+
+    Times are any real numbers -- ints, floats, Fractions, Decimals, numpy scalars -- but not
+    bools; see ``add`` and ``advance`` for how they are rounded. Bad values raise TypeError or
+    ValueError naming them.
 
     Guarantees:
         * ``advance(now)`` returns a payload only if its deadline <= ``now`` (never early);
@@ -671,36 +222,37 @@ cdef class HierarchicalWheel:
     Not thread-safe.
     """
 
+    # The tick as an int or the nearest float (any real number is accepted, see _checks).
     cdef readonly object tick
     cdef readonly object wheel_size
+    # wheel_size, in C.
     cdef Py_ssize_t _size
     # The tick as the conversions take it (see _tick_of).
     cdef _Tick _tick
-    # Levels 0, 1, ...; created on demand, never destroyed. None until __init__ ran.
+    # Levels 0, 1, ...: level n is at index n; created on demand, never destroyed. None until
+    # __init__ ran.
     cdef list _levels
+    # _levels[0].
     cdef _Level _level0
-    # Entries that were already due when added; they come out at the next advance.
+    # Entries whose tick is at or before level 0's clock: added already due, or cascaded into
+    # the current tick. They come out at the next advance; their _bucket is this list.
     cdef list _due
-    # Min-heap of queued buckets (the pure wheel's heapq list of tuples).
+    # Min-heap of queued buckets, ordered as the pure wheel's heapq list of tuples: one item per
+    # queued bucket, exactly the buckets whose level.expirations[slot] is not _NOT_QUEUED, with
+    # that expiration. _heap_len items in an array of _heap_cap.
     cdef _Queued *_heap
     cdef Py_ssize_t _heap_len
     cdef Py_ssize_t _heap_cap
+    # Pending entries: those in _due and in every bucket.
     cdef Py_ssize_t _len
+    # The add order the next entry gets; above every filed entry's _seq.
     cdef int64_t _seq
 
     def __init__(self, tick=0.001, wheel_size=64, start=0.0):
         cdef int64_t start_ticks
-        if isinstance(tick, bool) or not isinstance(tick, (int, float)):
-            raise TypeError(f"tick must be an int or a float, got {tick!r}")
-        if not (math.isfinite(tick) and tick > 0):
-            raise ValueError(f"tick must be finite and > 0, got {tick!r}")
-        if isinstance(wheel_size, bool) or not isinstance(wheel_size, int):
-            raise TypeError(f"wheel_size must be an int, got {wheel_size!r}")
-        if wheel_size < 2:
-            raise ValueError(f"wheel_size must be >= 2, got {wheel_size!r}")
-        _check_time(start, "start")
-        if wheel_size > (<Py_ssize_t>1 << 40):  # the pure wheel runs out of memory too
-            raise MemoryError(f"wheel_size {wheel_size!r} is too large")
+        tick = check_length(tick, "tick")
+        wheel_size = check_count(wheel_size, "wheel_size", 2, MAX_WHEEL_SIZE)
+        start = _checked_clock(start, "start")
         self.tick = tick
         self.wheel_size = wheel_size
         self._size = wheel_size
@@ -764,14 +316,15 @@ cdef class HierarchicalWheel:
     def add(self, deadline, payload):
         """File ``payload`` to come out of ``advance`` once the clock reaches ``deadline``.
 
-        O(levels). Raises TypeError for a non-number and ValueError for NaN, infinity or a
-        deadline ``2**52`` ticks or more from zero (beyond that floats cannot tell adjacent
-        ticks apart). A deadline at or before the wheel's clock is due at the next ``advance``.
+        O(levels). ``deadline`` is any real number; one that is not an int or a float is
+        converted to the smallest float not below it, which the entry keeps as its
+        ``deadline``. Raises TypeError for a non-number (or a bool) and ValueError for NaN,
+        infinity or a deadline ``2**52`` ticks or more from zero (beyond that floats cannot
+        tell adjacent ticks apart). A deadline at or before the wheel's clock is due at the next
+        ``advance``.
         """
-        _check_time(deadline, "deadline")
         cdef Entry entry = Entry.__new__(Entry)
-        _set(entry, _OFF_DEADLINE, deadline)
-        _set(entry, _OFF_PAYLOAD, payload)
+        _init_entry(entry, _checked_deadline(deadline, "deadline"), payload)
         return self.add_entry(entry)
 
     cpdef add_entry(self, entry):
@@ -786,7 +339,7 @@ cdef class HierarchicalWheel:
         cdef int64_t ticks
         self._ready()
         if _pending(filed):
-            raise ValueError(f"{entry!r} is already pending")
+            raise already_pending(entry)
         _to_ticks(_get(filed, _OFF_DEADLINE, "deadline"), self.tick, &self._tick, True, &ticks)
         filed._ticks = ticks
         filed._seq = self._seq
@@ -801,21 +354,50 @@ cdef class HierarchicalWheel:
         Returns False if it was no longer pending (already returned by ``advance`` or removed).
         """
         cdef Entry removed = _as_entry(entry)
-        cdef PyObject *item
         self._ready()
-        if not _pending(removed):
-            return False
-        bucket = <object>_field(removed, _OFF_BUCKET)[0]
-        item = aw_list_swap_remove(bucket, removed._index)
-        if removed._index < PyList_GET_SIZE(bucket):
-            (<Entry>PyList_GET_ITEM(bucket, removed._index))._index = removed._index
-        _set(removed, _OFF_BUCKET, None)
+        return self._unfile(removed) != _NOT_PENDING
+
+    def remove_entry(self, entry):
+        """Like ``remove``, and tell whether ``next_deadline()`` may have changed; O(1).
+
+        For a layer that keeps a wake-up armed for ``next_deadline()`` (the wheel-backed event
+        loop's driver) and re-arms it only when a removal can move it. Returns:
+
+        * None if ``entry`` was not pending (nothing changed);
+        * False if it was removed and ``next_deadline()`` returns what it returned before;
+        * True if it was removed and was the last entry of its bucket: ``next_deadline()`` may
+          now be later, or None, never earlier. Ask it again (it drops the emptied bucket then).
+
+        No heap work is done here: a removal costs the same whatever it returns.
+        """
+        cdef Entry removed = _as_entry(entry)
+        cdef int removal
+        self._ready()
+        removal = self._unfile(removed)
+        if removal == _NOT_PENDING:
+            return None
+        return removal == _EMPTIED
+
+    @cython.final
+    cdef inline int _unfile(self, Entry entry) except -1:
+        """``remove_entry`` in C: _NOT_PENDING, _KEPT (next_deadline unchanged) or _EMPTIED (the
+        entry was the last of its bucket). O(1): what a compiled caller's cancel costs."""
+        cdef PyObject *item
+        cdef Py_ssize_t left
+        if not _pending(entry):
+            return _NOT_PENDING
+        bucket = <object>_field(entry, _OFF_BUCKET)[0]
+        item = aw_list_swap_remove(bucket, entry._index)
+        left = PyList_GET_SIZE(bucket)
+        if entry._index < left:
+            (<Entry>PyList_GET_ITEM(bucket, entry._index))._index = entry._index
+        _set(entry, _OFF_BUCKET, None)
         self._len -= 1
         try:
-            _set(removed, _OFF_PAYLOAD, None)  # may run the payload's finaliser: last
+            _set(entry, _OFF_PAYLOAD, None)  # may run the payload's finaliser: last
         finally:
             Py_DECREF(<object>item)  # the bucket's reference; the caller still holds one
-        return True
+        return _KEPT if left else _EMPTIED
 
     def next_deadline(self):
         """When the earliest non-empty bucket expires (in the caller's time), or None if empty.
@@ -845,6 +427,8 @@ cdef class HierarchicalWheel:
         Expired higher-level buckets are flushed and their entries re-filed lower (Kafka's
         cascade); entries whose tick has come are returned. The clock never moves backwards:
         a ``now`` before the wheel's clock only returns entries that were added already due.
+        ``now`` is any real number; one that is not an int or a float is taken as the largest
+        float not above it.
         """
         cdef list batch = self.advance_entries(now)
         cdef Py_ssize_t i
@@ -866,7 +450,7 @@ cdef class HierarchicalWheel:
         cdef list batch, bucket
         cdef Py_ssize_t n
         self._ready()
-        _check_time(now, "now")
+        now = _checked_clock(now, "now")
         _to_ticks(now, self.tick, &self._tick, False, &now_ticks)
         if PyList_GET_SIZE(self._due):
             batch = self._due
@@ -1019,6 +603,86 @@ cdef class HierarchicalWheel:
         self._seq = fields.pop("seq")
         _set_slots(self, fields)
 
+    def _check(self):
+        """Check every invariant written next to the fields; O(n + levels * wheel_size).
+
+        For tests: raises AssertionError naming the first invariant that does not hold.
+        """
+        cdef _Level level
+        cdef Entry entry
+        cdef Py_ssize_t index, slot, i
+        cdef int64_t clock, q, width, expiration, start
+        self._ready()
+        if self._levels[0] is not self._level0:
+            raise AssertionError("_level0 is not _levels[0]")
+        clock = self._level0.current
+        pending = len(self._due)
+        for i, entry in enumerate(self._due):
+            self._check_entry(entry)
+            if not self._holds(self._due, entry, i):
+                raise AssertionError(f"{entry!r} is in the due bucket, its _bucket is another")
+            if entry._ticks > clock:
+                raise AssertionError(f"{entry!r} is due before its tick {entry._ticks}")
+        queued = set()
+        expected = 1  # wheel_size ** index, as a Python int
+        for index, level in enumerate(self._levels):
+            span = min(expected * self._size, _SPAN_CAP)
+            if (level.index, level.width, level.span) != (index, expected, span):
+                found = (level.index, level.width, level.span)
+                raise AssertionError(f"level {index} has (index, width, span) {found}")
+            expected *= self._size
+            width = level.width
+            if level.current != clock - _floormod(clock, width):
+                raise AssertionError(f"level {index}'s current is not level 0's clock {clock}")
+            if not level.size == len(level.buckets) == self._size:
+                raise AssertionError(f"level {index} does not have wheel_size slots")
+            for slot in range(self._size):
+                bucket = level.buckets[slot]
+                if type(bucket) is not list:
+                    raise AssertionError(f"bucket ({index}, {slot}) is not a list")
+                expiration = level.expirations[slot]
+                if expiration != _NOT_QUEUED:
+                    queued.add((expiration, index, slot))
+                elif bucket:
+                    raise AssertionError(f"bucket ({index}, {slot}) holds entries, not queued")
+                for i, entry in enumerate(bucket):
+                    pending += 1
+                    self._check_entry(entry)
+                    q = entry._ticks
+                    if not self._holds(bucket, entry, i):
+                        raise AssertionError(f"{entry!r} is in ({index}, {slot}), not its _bucket")
+                    if _floormod(_floordiv(q, width), self._size) != slot:
+                        raise AssertionError(f"{entry!r} at tick {q} is in slot {slot}")
+                    start = q - _floormod(q, width)
+                    if not (expiration == start and clock < start < level.current + level.span):
+                        raise AssertionError(f"{entry!r} is in a bucket expiring at {expiration}")
+        heap = {
+            (self._heap[i].expiration, self._heap[i].level, self._heap[i].slot)
+            for i in range(self._heap_len)
+        }
+        if self._heap_len != len(queued) or heap != queued:
+            raise AssertionError("the heap does not hold exactly the queued buckets")
+        for i in range(1, self._heap_len):
+            if _queued_before(&self._heap[i], &self._heap[(i - 1) // 2]):
+                raise AssertionError("the heap is not ordered")
+        if self._len != pending:
+            raise AssertionError(f"len is {self._len} but {pending} entries are filed")
+
+    @cython.final
+    cdef bint _holds(self, list bucket, Entry entry, Py_ssize_t index):
+        """Whether ``entry`` knows it sits in ``bucket`` at ``index``."""
+        return _field(entry, _OFF_BUCKET)[0] == <PyObject *>bucket and entry._index == index
+
+    @cython.final
+    cdef int _check_entry(self, Entry entry) except -1:
+        cdef int64_t q
+        _to_ticks(_get(entry, _OFF_DEADLINE, "deadline"), self.tick, &self._tick, True, &q)
+        if entry._ticks != q:
+            raise AssertionError(f"{entry!r} is filed at tick {entry._ticks}, its tick is {q}")
+        if not 0 <= entry._seq < self._seq:
+            raise AssertionError(f"{entry!r} has add order {entry._seq}, the next is {self._seq}")
+        return 0
+
     # -- placement ----------------------------------------------------------------------------
 
     @cython.final
@@ -1115,6 +779,6 @@ cdef class HierarchicalWheel:
         return top
 
 
-# -- the Timer core ------------------------------------------------------------------------------
+# -- the Timer core --------------------------------------------------------------------------------
 
 include "_ctimercore.pxi"

@@ -15,16 +15,28 @@ its docstring says why; nothing a user can observe differs.
 from __future__ import annotations
 
 import contextvars
-import inspect
 import math
 from collections.abc import Callable
-from types import FunctionType, MethodType
+from types import FunctionType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
-from aiowheel.exceptions import PendingLimitError
-from aiowheel.wheel import Entry, HierarchicalWheel, _check_time
+from aiowheel._checks import (
+    CLOSED,
+    COROUTINE_FLAGS,
+    DELAY_NONE,
+    NOT_RUNNING,
+    WHEN_NONE,
+    check_callback,
+    check_deadline,
+    deadline_after,
+    not_running,
+    pending_limit,
+)
+from aiowheel.wheel import Entry, HierarchicalWheel
 
 if TYPE_CHECKING:
+    from typing import SupportsFloat, SupportsIndex
+
     from aiowheel._backends import Backend
 
 __all__ = ["TimerCore", "TimerHandle"]
@@ -32,42 +44,7 @@ __all__ = ["TimerCore", "TimerHandle"]
 H = TypeVar("H", bound="TimerHandle")
 
 _INF = math.inf
-_COROUTINE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE
-
-
-def _check_number(value: object, what: str) -> float:
-    if type(value) is float and -_INF < value < _INF:  # the common case, checked cheaply
-        return value
-    return _check_time(value, what)  # the wheel's check, with its messages
-
-
-def _is_coroutine_function(func: object) -> bool:
-    # Fast paths for plain functions and bound methods; inspect for partials and the rest.
-    if type(func) is FunctionType:
-        return bool(func.__code__.co_flags & _COROUTINE_FLAGS)
-    if type(func) is MethodType:
-        return _is_coroutine_function(func.__func__)
-    return inspect.iscoroutinefunction(func)
-
-
-def _check_callback(callback: object, method: str) -> None:
-    # The same checks and messages as asyncio's BaseEventLoop._check_callback, made always, not
-    # only in debug mode.
-    if type(callback) is FunctionType:  # the common case: no coroutine, surely callable
-        if callback.__code__.co_flags & _COROUTINE_FLAGS:
-            raise TypeError(f"coroutines cannot be used with {method}()")
-        return
-    if inspect.iscoroutine(callback) or _is_coroutine_function(callback):
-        raise TypeError(f"coroutines cannot be used with {method}()")
-    if not callable(callback):
-        raise TypeError(f"a callable object was expected by {method}(), got {callback!r}")
-
-
-_NOT_RUNNING = "Timer is not running: use it inside 'async with Timer() as timer:'"
-
-
-def _not_running() -> float:
-    raise RuntimeError(_NOT_RUNNING)
+_copy_context = contextvars.copy_context
 
 
 class TimerHandle(Entry[Callable[..., object]]):
@@ -95,11 +72,9 @@ class TimerHandle(Entry[Callable[..., object]]):
         timer: TimerCore,
         context: contextvars.Context | None,
     ) -> None:
-        self.deadline = when
-        self.payload = callback
-        self._bucket = None
+        Entry.__init__(self, when, callback)
         self._args = args
-        self._context = contextvars.copy_context() if context is None else context
+        self._context = _copy_context() if context is None else context
         self._timer = timer
         self._cancelled = False
 
@@ -127,6 +102,12 @@ class TimerHandle(Entry[Callable[..., object]]):
         return f"<{type(self).__name__} when={self.deadline!r} {state} {self.payload!r}>"
 
 
+# TimerHandle(...) in two steps, for the scheduling hot path: type.__call__'s dispatch to
+# __init__ costs as much as the Python call itself in CPython 3.11.
+_new_handle = object.__new__
+_init_handle = TimerHandle.__init__
+
+
 class TimerCore:
     """The wheel, the handles and the dispatch of one Timer; see :class:`aiowheel.Timer`.
 
@@ -136,12 +117,14 @@ class TimerCore:
 
     _backend: Backend
 
-    def __init__(self, tick: float, wheel_size: int, max_pending: int | None) -> None:
+    def __init__(
+        self, tick: SupportsFloat, wheel_size: SupportsIndex, max_pending: int | None
+    ) -> None:
         self._max_pending = max_pending
         # Validates tick and wheel_size now: a bad argument is a bug at the call site. Replaced
         # by a wheel starting at the loop's time when the Timer starts.
         self._wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)
-        self._time: Callable[[], float] = _not_running
+        self._time: Callable[[], float] = not_running
         self._running = False
         self._closed = False
         # When the driver is armed to wake; -inf while it is dispatching (it re-arms after).
@@ -153,44 +136,62 @@ class TimerCore:
 
     def call_later(
         self,
-        delay: float,
+        delay: SupportsFloat,
         callback: Callable[..., object],
         *args: Any,
         context: contextvars.Context | None = None,
     ) -> TimerHandle:
         """Run ``callback(*args)`` in ``delay`` seconds; like ``loop.call_later``.
 
-        A negative delay is due at once (it still runs in a later pass of the driver, never
-        inline). Raises TypeError for a non-number, a non-callable or a coroutine function,
-        ValueError for NaN or infinity, RuntimeError if the Timer is not running,
+        ``delay`` is any real number: an int or a float is added to the clock as asyncio does,
+        another number (a Fraction, a Decimal, a numpy scalar) exactly, the sum rounded up to a
+        float, so the callback never runs before ``now + delay``. A negative delay is due at
+        once (it still runs in a later pass of the driver, never inline). Raises TypeError for a
+        non-number, a non-callable or a coroutine function, ValueError for NaN or infinity or a
+        deadline beyond the wheel's range, RuntimeError if the Timer is not running,
         PendingLimitError beyond ``max_pending``.
         """
         if not self._running:
             self._check_running()
         if delay is None:
-            raise TypeError("delay must not be None")
-        _check_number(delay, "delay")
-        _check_callback(callback, "call_later")
-        return self._add(TimerHandle(self._time() + delay, callback, args, self, context))
+            raise TypeError(DELAY_NONE)
+        if type(delay) is float and -_INF < delay < _INF:  # deadline_after's common case, inline
+            when = self._time() + delay
+        else:
+            when = deadline_after(self._time(), delay)
+        # check_callback's common case, a plain function that is no coroutine function, inline:
+        if type(callback) is not FunctionType or callback.__code__.co_flags & COROUTINE_FLAGS:
+            check_callback(callback, "call_later")
+        handle = _new_handle(TimerHandle)
+        _init_handle(handle, when, callback, args, self, context)
+        return self._add(handle)
 
     def call_at(
         self,
-        when: float,
+        when: SupportsFloat,
         callback: Callable[..., object],
         *args: Any,
         context: contextvars.Context | None = None,
     ) -> TimerHandle:
         """Run ``callback(*args)`` at loop time ``when``; like ``loop.call_at``.
 
-        Checks and errors as for :meth:`call_later`.
+        ``when`` is any real number; one that is not an int or a float is rounded up to a float
+        (``handle.when()``). Checks and errors as for :meth:`call_later`.
         """
         if not self._running:
             self._check_running()
         if when is None:
-            raise TypeError("when cannot be None")
-        _check_number(when, "when")
-        _check_callback(callback, "call_at")
-        return self._add(TimerHandle(when, callback, args, self, context))
+            raise TypeError(WHEN_NONE)
+        if type(when) is float and -_INF < when < _INF:  # check_deadline's common case, inline
+            deadline = when
+        else:
+            deadline = check_deadline(when, "when")
+        # check_callback's common case, a plain function that is no coroutine function, inline:
+        if type(callback) is not FunctionType or callback.__code__.co_flags & COROUTINE_FLAGS:
+            check_callback(callback, "call_at")
+        handle = _new_handle(TimerHandle)
+        _init_handle(handle, deadline, callback, args, self, context)
+        return self._add(handle)
 
     def __len__(self) -> int:
         """Timers and jobs pending in the wheel."""
@@ -200,9 +201,7 @@ class TimerCore:
         wheel = self._wheel
         limit = self._max_pending
         if limit is not None and len(wheel) >= limit:
-            raise PendingLimitError(
-                f"{len(wheel)} timers are pending, the limit is max_pending={limit}"
-            )
+            raise pending_limit(len(wheel), limit)
         wheel.add_entry(handle)
         if handle.deadline < self._armed_at:
             self._rearm()
@@ -210,8 +209,8 @@ class TimerCore:
 
     def _check_running(self) -> NoReturn:
         if self._closed:
-            raise RuntimeError("Timer is closed")
-        raise RuntimeError(_NOT_RUNNING)
+            raise RuntimeError(CLOSED)
+        raise RuntimeError(NOT_RUNNING)
 
     def _forget(self, handle: TimerHandle) -> None:
         """A handle was cancelled before it ran: take it out of the wheel (unless an earlier

@@ -67,8 +67,9 @@ import contextvars
 import math
 from collections.abc import Callable, Hashable
 from types import TracebackType
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, SupportsFloat, TypeVar
 
+from aiowheel._checks import check_length, check_ticks
 from aiowheel._impl import ceil_ticks
 
 if TYPE_CHECKING:
@@ -114,7 +115,9 @@ class IdleTimeouts(Generic[K]):
     Args:
         timer: the running (or about to run) :class:`~aiowheel.Timer` whose clock and tick
             define the deadlines.
-        timeout: seconds of silence after which a key expires; a finite number > 0.
+        timeout: seconds of silence after which a key expires: a finite real number > 0, kept
+            as an int or else as the nearest float, less than ``2**52`` ticks of the Timer (a
+            longer one could not be filed on its wheel).
         on_expire: called with the key when it expires; a plain function or a coroutine
             function (run as a task the Timer owns).
 
@@ -136,15 +139,14 @@ class IdleTimeouts(Generic[K]):
         "_timer",
     )
 
-    def __init__(self, timer: Timer, timeout: float, on_expire: Callable[[K], object]) -> None:
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise TypeError(f"timeout must be an int or a float, got {timeout!r}")
-        if not (math.isfinite(timeout) and timeout > 0):
-            raise ValueError(f"timeout must be finite and > 0, got {timeout!r}")
+    def __init__(
+        self, timer: Timer, timeout: SupportsFloat, on_expire: Callable[[K], object]
+    ) -> None:
+        seconds = check_ticks(check_length(timeout, "timeout"), "timeout", timer.tick)
         if not callable(on_expire):
             raise TypeError(f"on_expire must be callable, got {on_expire!r}")
         self._timer = timer
-        self._timeout = timeout
+        self._timeout = seconds
         self._on_expire = on_expire
         # Each key's current deadline, or _UNTRACKED while an untracked key is still filed.
         # Every key here is filed exactly once; a key filed nowhere is not here.

@@ -90,8 +90,9 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
-from typing import Any, NamedTuple, TypeVar, TypeVarTuple, Unpack
+from typing import Any, NamedTuple, SupportsFloat, SupportsIndex, TypeVar, TypeVarTuple, Unpack
 
+from aiowheel._checks import check_deadline, check_length, deadline_after
 from aiowheel._impl import Entry, HierarchicalWheel
 
 __all__ = [
@@ -160,15 +161,12 @@ class WheelStats(NamedTuple):
     levels: int
 
 
-def _resolve_min_delay(min_delay: float | None, tick: float) -> float:
-    """``min_delay``, or its default ``4 * tick``, checked to be a finite number >= 0."""
+def _resolve_min_delay(min_delay: SupportsFloat | None, tick: float) -> float:
+    """``min_delay``, or its default ``4 * tick`` (``tick`` is the wheel's), checked to be a
+    finite real number >= 0, as a float."""
     if min_delay is None:
-        return _MIN_DELAY_TICKS * tick
-    if isinstance(min_delay, bool) or not isinstance(min_delay, (int, float)):
-        raise TypeError(f"min_delay must be an int, a float or None, got {min_delay!r}")
-    if not (math.isfinite(min_delay) and min_delay >= 0):
-        raise ValueError(f"min_delay must be finite and >= 0, got {min_delay!r}")
-    return float(min_delay)
+        return float(_MIN_DELAY_TICKS * tick)
+    return float(check_length(min_delay, "min_delay", zero_ok=True, optional=True))
 
 
 class WheelLoop(asyncio.AbstractEventLoop):
@@ -205,18 +203,25 @@ class WheelLoop(asyncio.AbstractEventLoop):
     _driver_wakeups: int
 
     def _init_wheel(
-        self, *, tick: float = 0.001, wheel_size: int = 64, min_delay: float | None = None
+        self,
+        *,
+        tick: SupportsFloat = 0.001,
+        wheel_size: SupportsIndex = 64,
+        min_delay: SupportsFloat | None = None,
     ) -> None:
         """Set up the wheel; called by the concrete class once the base loop is initialised
         (its ``time()`` must work)."""
-        self._wheel = HierarchicalWheel(tick, wheel_size, start=self.time())
-        self._min_delay = _resolve_min_delay(min_delay, tick)
+        wheel: HierarchicalWheel[TimerHandle] = HierarchicalWheel(
+            tick, wheel_size, start=self.time()
+        )
+        self._wheel = wheel
+        self._min_delay = _resolve_min_delay(min_delay, wheel.tick)
         self._driver = None
         self._driver_when = math.inf
         self._driver_context = contextvars.Context()
         self._advanced_to = self.time()
-        self._catch_up_after = wheel_size * tick
-        self._latest_deadline = _WHEEL_TICKS * tick
+        self._catch_up_after = wheel.wheel_size * wheel.tick
+        self._latest_deadline = _WHEEL_TICKS * wheel.tick
         self._wheel_timers = 0
         self._base_timers = 0
         self._cancelled_timers = 0
@@ -232,15 +237,21 @@ class WheelLoop(asyncio.AbstractEventLoop):
         *args: *_Ts,
         context: contextvars.Context | None = None,
     ) -> asyncio.TimerHandle:
-        """asyncio's ``call_later``, with the timer on the wheel if ``delay >= min_delay``."""
+        """asyncio's ``call_later``, with the timer on the wheel if ``delay >= min_delay``.
+
+        On the wheel, a delay that is not an int or a float (a Fraction, a numpy scalar) is
+        added to the clock exactly, and the sum rounded up: the callback never runs before
+        ``loop.time() + delay``.
+        """
         if delay is None:
             raise TypeError("delay must not be None")
         now = self.time()
         when = now + delay
         # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
         if self._min_delay <= delay <= FAR_DELAY and when < self._latest_deadline:
+            deadline = when if type(delay) is float else deadline_after(now, delay)
             timer: asyncio.TimerHandle = self._call_on_wheel(
-                now, when, when, callback, args, context=context
+                now, when, deadline, callback, args, context=context
             )
         else:
             timer = self._call_on_base(when, delay, callback, args, context)
@@ -257,14 +268,17 @@ class WheelLoop(asyncio.AbstractEventLoop):
         *args: *_Ts,
         context: contextvars.Context | None = None,
     ) -> asyncio.TimerHandle:
-        """asyncio's ``call_at``, with the timer on the wheel if ``when - time() >= min_delay``."""
+        """asyncio's ``call_at``, with the timer on the wheel if ``when - time() >= min_delay``.
+
+        On the wheel, a ``when`` that is not an int or a float (a Fraction, a numpy scalar) is
+        rounded up to a float: the callback never runs before ``when``.
+        """
         if when is None:
             raise TypeError("when cannot be None")
         now = self.time()
         delay = when - now
         if self._min_delay <= delay <= FAR_DELAY and when < self._latest_deadline:
-            # The wheel takes int and float only; a numpy scalar or a Fraction is converted.
-            deadline = when if type(when) is float else float(when)
+            deadline = when if type(when) is float else check_deadline(when, "when")
             timer: asyncio.TimerHandle = self._call_on_wheel(
                 now, when, deadline, callback, args, context=context
             )
@@ -297,14 +311,14 @@ class WheelLoop(asyncio.AbstractEventLoop):
         if entry is None:
             return
         handle._entry = None
-        # Read before remove() clears it: the bucket (a dict) the entry is filed in.
-        bucket = entry._bucket
-        if self._wheel.remove(entry):
-            self._cancelled_timers += 1
-            if not bucket:
-                # The last entry of its bucket: that may have been the bucket the driver is
-                # armed for. Any other cancellation leaves the next deadline where it was.
-                self._rearm()
+        emptied = self._wheel.remove_entry(entry)
+        if emptied is None:  # it had fired already
+            return
+        self._cancelled_timers += 1
+        if emptied:
+            # The last entry of its bucket: that may have been the bucket the driver is armed
+            # for. Any other cancellation leaves the next deadline where it was.
+            self._rearm()
 
     def wheel_stats(self) -> WheelStats:
         """Counters for tests and observability; see :class:`WheelStats`."""
@@ -449,9 +463,9 @@ class WheelEventLoop(WheelLoop, _BaseLoop):
         self,
         selector: selectors.BaseSelector | None = None,
         *,
-        tick: float = 0.001,
-        wheel_size: int = 64,
-        min_delay: float | None = None,
+        tick: SupportsFloat = 0.001,
+        wheel_size: SupportsIndex = 64,
+        min_delay: SupportsFloat | None = None,
     ) -> None:
         super().__init__(selector)
         try:
@@ -516,9 +530,9 @@ def _uvloop_class() -> Callable[..., WheelLoop]:
         def __init__(
             self,
             *,
-            tick: float = 0.001,
-            wheel_size: int = 64,
-            min_delay: float | None = None,
+            tick: SupportsFloat = 0.001,
+            wheel_size: SupportsIndex = 64,
+            min_delay: SupportsFloat | None = None,
         ) -> None:
             super().__init__()
             self._batch = deque()
@@ -601,23 +615,23 @@ def _uvloop_class() -> Callable[..., WheelLoop]:
 def new_event_loop(
     *,
     uvloop: bool = False,
-    tick: float = 0.001,
-    wheel_size: int = 64,
-    min_delay: float | None = None,
+    tick: SupportsFloat = 0.001,
+    wheel_size: SupportsIndex = 64,
+    min_delay: SupportsFloat | None = None,
 ) -> WheelLoop:
     """A new event loop whose ``call_later`` / ``call_at`` put timers on a hierarchical wheel.
 
     Args:
         uvloop: subclass ``uvloop.Loop`` instead of asyncio's default loop (needs
             ``pip install 'aiowheel[uvloop]'``).
-        tick: width of a level-0 slot in seconds, finite and > 0: wheel timers fire up to one
-            tick late (never early).
-        wheel_size: slots per level, >= 2.
-        min_delay: timers with a delay below this (seconds, >= 0) stay on the base loop's own
-            timers; None means ``4 * tick``.
+        tick: width of a level-0 slot in seconds, a finite real number > 0: wheel timers fire
+            up to one tick late (never early).
+        wheel_size: slots per level, a whole number from 2 to ``2**40``.
+        min_delay: timers with a delay below this (seconds, a finite real number >= 0) stay on
+            the base loop's own timers; None means ``4 * tick``.
 
     Raises:
-        TypeError, ValueError: for a bad ``tick``, ``wheel_size`` or ``min_delay``.
+        TypeError, ValueError: for a bad ``tick``, ``wheel_size`` or ``min_delay``, naming it.
         ImportError: ``uvloop=True`` without uvloop installed.
     """
     if uvloop:
@@ -628,9 +642,9 @@ def new_event_loop(
 def loop_factory(
     *,
     uvloop: bool = False,
-    tick: float = 0.001,
-    wheel_size: int = 64,
-    min_delay: float | None = None,
+    tick: SupportsFloat = 0.001,
+    wheel_size: SupportsIndex = 64,
+    min_delay: SupportsFloat | None = None,
 ) -> Callable[[], WheelLoop]:
     """A zero-argument loop factory for ``asyncio.Runner(loop_factory=...)`` and anyio's
     ``anyio.run(..., backend_options={"loop_factory": ...})``.
@@ -638,8 +652,8 @@ def loop_factory(
     The options are those of :func:`new_event_loop`, and are checked now rather than when the
     first loop is made.
     """
-    HierarchicalWheel(tick, wheel_size)  # raises for a bad tick or wheel_size
-    _resolve_min_delay(min_delay, tick)
+    wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)  # checks them
+    _resolve_min_delay(min_delay, wheel.tick)
     if uvloop:
         _uvloop_class()
     return functools.partial(
@@ -652,9 +666,9 @@ def run(
     *,
     uvloop: bool = False,
     debug: bool | None = None,
-    tick: float = 0.001,
-    wheel_size: int = 64,
-    min_delay: float | None = None,
+    tick: SupportsFloat = 0.001,
+    wheel_size: SupportsIndex = 64,
+    min_delay: SupportsFloat | None = None,
 ) -> _T:
     """Run ``main`` on a new wheel-backed loop and return its result, like ``asyncio.run``.
 

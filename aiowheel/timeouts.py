@@ -32,21 +32,30 @@ Moving the deadline later (or to None) touches nothing -- the entry fires early 
 itself under the new deadline then -- so a deadline pushed on every received message costs a
 comparison, not a wheel operation. Moving it earlier re-files the entry (O(1) remove and add).
 
+A deadline is any real number (see :mod:`aiowheel._checks`): one that is not an int or a float is
+rounded up to a float. One beyond the wheel's reach (``2**52`` ticks from zero) is refused when
+the Timeout is made or rescheduled, with ValueError.
+
 A Timeout can be entered once, and only while its Timer runs. Not thread-safe.
+
+This module is part of the Timer layer: :class:`aiowheel.Timer` imports it for its ``timeout*`` and
+``move_on*`` methods, and it does not import the Timer back -- it needs only the few methods of
+:class:`TimerLike`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Protocol, SupportsFloat, final
 
-from aiowheel._timercore import _check_number
+from aiowheel._checks import check_deadline, check_ticks
 
 if TYPE_CHECKING:
     from aiowheel._backends import CancelScope
-    from aiowheel.timer import Timer, TimerHandle
+    from aiowheel._impl import TimerHandle
 
-__all__ = ["Timeout"]
+__all__ = ["Timeout", "TimerLike"]
 
 # The states of asyncio.timeouts.Timeout, with its names.
 _CREATED = "created"
@@ -54,6 +63,29 @@ _ENTERED = "active"
 _EXPIRING = "expiring"
 _EXPIRED = "expired"
 _EXITED = "finished"
+
+
+class TimerLike(Protocol):
+    """What a :class:`Timeout` needs of its :class:`aiowheel.Timer`."""
+
+    @property
+    def tick(self) -> float:
+        """The wheel's tick: a deadline must lie within ``2**52`` ticks of zero."""
+
+    def time(self) -> float:
+        """The Timer's clock."""
+
+    def call_at(self, when: float, callback: Callable[[], object], /) -> TimerHandle:
+        """File ``callback`` on the wheel for ``when``."""
+
+    def _open_cancel_scope(self) -> CancelScope:
+        """Enter a cancel scope in the calling task."""
+
+
+def _checked(when: SupportsFloat, tick: float) -> float:
+    """``when`` as a deadline (rounded up to a float unless an int or a float) that a wheel with
+    ``tick`` can hold."""
+    return check_ticks(check_deadline(when, "when"), "deadline", tick)
 
 
 @final
@@ -69,7 +101,7 @@ class Timeout:
 
     Args:
         timer: the Timer whose clock and wheel hold the deadline.
-        when: the deadline in the Timer's clock, or None for none.
+        when: the deadline in the Timer's clock (any real number), or None for none.
         fail: True to raise TimeoutError when the deadline cancelled the block, False to
             swallow the cancellation instead.
     """
@@ -77,14 +109,14 @@ class Timeout:
     __slots__ = ("_cancelled_caught", "_fail", "_handle", "_scope", "_state", "_timer", "_when")
 
     _scope: CancelScope
+    # The deadline, checked: an int or a float within the wheel's reach; None for none.
+    _when: float | None
     # The wheel entry, filed at or before _when (never after); None if none is filed.
     _handle: TimerHandle | None
 
-    def __init__(self, timer: Timer, when: float | None, *, fail: bool) -> None:
-        if when is not None:
-            _check_number(when, "when")
+    def __init__(self, timer: TimerLike, when: SupportsFloat | None, *, fail: bool) -> None:
         self._timer = timer
-        self._when = when
+        self._when = None if when is None else _checked(when, timer.tick)
         self._fail = fail
         self._state = _CREATED
         self._handle = None
@@ -94,30 +126,30 @@ class Timeout:
         """The current deadline, or None."""
         return self._when
 
-    def reschedule(self, when: float | None) -> None:
+    def reschedule(self, when: SupportsFloat | None) -> None:
         """Move the deadline to ``when`` (None: no deadline). Only inside the block.
 
         O(1); moving it later or to None does no wheel operation. A time already past cancels
         the block at its next await. RuntimeError before entry or once expired or exited,
-        TypeError or ValueError for a bad ``when``, as ``asyncio.Timeout.reschedule``.
+        TypeError or ValueError for a bad ``when`` (as ``asyncio.Timeout.reschedule``) or one
+        beyond the wheel's reach.
         """
         if self._state is not _ENTERED:
             if self._state is _CREATED:
                 raise RuntimeError("Timeout has not been entered")
             raise RuntimeError(f"Cannot change state of {self._state} Timeout")
-        if when is not None:
-            _check_number(when, "when")
-        self._when = when
-        if when is None:
+        deadline = None if when is None else _checked(when, self._timer.tick)
+        self._when = deadline
+        if deadline is None:
             return  # a filed entry fires, finds no deadline and is dropped
         timer = self._timer
         handle = self._handle
-        if when <= timer.time():
+        if deadline <= timer.time():
             self._expire()
-        elif handle is None or handle.when() > when:  # none filed, or filed too late
+        elif handle is None or handle.when() > deadline:  # none filed, or filed too late
             if handle is not None:
                 handle.cancel()
-            self._handle = timer.call_at(when, self._on_deadline)
+            self._handle = timer.call_at(deadline, self._on_deadline)
         # Otherwise the entry is filed at or before `when`: it re-files itself when it fires.
 
     def expired(self) -> bool:

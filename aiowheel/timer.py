@@ -45,17 +45,17 @@ from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, final
+from typing import TYPE_CHECKING, Any, Generic, SupportsFloat, SupportsIndex, TypeVar, final
 
 import anyio
 
 from aiowheel._backends import Backend, Cancellable, current_backend
+from aiowheel._checks import check_count, check_deadline, deadline_after
 from aiowheel._impl import HierarchicalWheel, TimerCore, TimerHandle
-from aiowheel._timercore import _check_number
+from aiowheel.timeouts import Timeout
 
 if TYPE_CHECKING:
     from aiowheel._backends import CancelScope
-    from aiowheel.timeouts import Timeout
 
 __all__ = ["Job", "Timer", "TimerHandle", "TimerStats"]
 
@@ -236,10 +236,12 @@ class Timer(TimerCore):
     ``trio.current_time()`` on trio).
 
     Args:
-        tick: width of a level-0 slot, in seconds; a timer fires at most one tick late.
-        wheel_size: slots per wheel level.
-        max_pending: if set, scheduling while this many timers are pending raises
-            :class:`PendingLimitError` (Netty's ``maxPendingTimeouts``).
+        tick: width of a level-0 slot, in seconds; a timer fires at most one tick late. A
+            finite real number > 0, kept as an int or else as the nearest float
+            (``timer.tick``).
+        wheel_size: slots per wheel level, a whole number from 2 to ``2**40``.
+        max_pending: if set, a whole number >= 1: scheduling while this many timers are pending
+            raises :class:`PendingLimitError` (Netty's ``maxPendingTimeouts``).
         exception_handler: called with asyncio's context dict (``message``, ``exception``,
             ``handle``) when a callback raises. Default: ``loop.call_exception_handler`` on
             asyncio, the ``aiowheel`` logger on trio.
@@ -249,20 +251,19 @@ class Timer(TimerCore):
 
     def __init__(
         self,
-        tick: float = 0.001,
-        wheel_size: int = 64,
+        tick: SupportsFloat = 0.001,
+        wheel_size: SupportsIndex = 64,
         *,
-        max_pending: int | None = None,
+        max_pending: SupportsIndex | None = None,
         exception_handler: Callable[[dict[str, Any]], object] | None = None,
     ) -> None:
+        limit = None
         if max_pending is not None:
-            if isinstance(max_pending, bool) or not isinstance(max_pending, int):
-                raise TypeError(f"max_pending must be an int or None, got {max_pending!r}")
-            if max_pending < 1:
-                raise ValueError(f"max_pending must be >= 1, got {max_pending!r}")
-        super().__init__(tick, wheel_size, max_pending)
-        self.tick = tick
-        self.wheel_size = wheel_size
+            limit = check_count(max_pending, "max_pending", 1, optional=True)
+        super().__init__(tick, wheel_size, limit)
+        # As the wheel checked and converted them.
+        self.tick: float = self._wheel.tick
+        self.wheel_size: int = self._wheel.wheel_size
         self.exception_handler = exception_handler
         self._wakeups = 0
 
@@ -318,85 +319,77 @@ class Timer(TimerCore):
         """The Timer's clock: the running loop's time."""
         return self._time()
 
-    def schedule(self, delay: float, fn: Callable[..., Any], *args: Any) -> Job[Any]:
+    def schedule(self, delay: SupportsFloat, fn: Callable[..., Any], *args: Any) -> Job[Any]:
         """Run ``fn(*args)`` in ``delay`` seconds and return a :class:`Job` to await its result.
 
         ``fn`` may be a coroutine function: its coroutine then runs as a task the Timer owns.
         ``result = await timer.schedule(5, fetch)`` waits five seconds, then returns fetch's
-        result.
+        result. ``delay`` is any real number, as for :meth:`call_later`.
         """
         if not self._running:
             self._check_running()
-        _check_number(delay, "delay")
+        when = deadline_after(self._time(), delay)
         if not callable(fn):
             raise TypeError(f"a callable object was expected by schedule(), got {fn!r}")
-        return self._add(Job(self._time() + delay, fn, args, self))
-
-    def schedule_at(self, when: float, fn: Callable[..., Any], *args: Any) -> Job[Any]:
-        """Like :meth:`schedule` with an absolute loop time."""
-        if not self._running:
-            self._check_running()
-        _check_number(when, "when")
-        if not callable(fn):
-            raise TypeError(f"a callable object was expected by schedule_at(), got {fn!r}")
         return self._add(Job(when, fn, args, self))
 
-    async def sleep(self, delay: float) -> None:
+    def schedule_at(self, when: SupportsFloat, fn: Callable[..., Any], *args: Any) -> Job[Any]:
+        """Like :meth:`schedule` with an absolute loop time (any real number, as for
+        :meth:`call_at`)."""
+        if not self._running:
+            self._check_running()
+        deadline = check_deadline(when, "when")
+        if not callable(fn):
+            raise TypeError(f"a callable object was expected by schedule_at(), got {fn!r}")
+        return self._add(Job(deadline, fn, args, self))
+
+    async def sleep(self, delay: SupportsFloat) -> None:
         """Sleep ``delay`` seconds on the wheel (never less; at most one tick more)."""
         if not self._running:
             self._check_running()
-        _check_number(delay, "delay")
-        await self.sleep_until(self._time() + delay)
+        await self.sleep_until(deadline_after(self._time(), delay))
 
-    async def sleep_until(self, when: float) -> None:
+    async def sleep_until(self, when: SupportsFloat) -> None:
         """Sleep until loop time ``when`` on the wheel. A time in the past still yields once.
 
         If the Timer closes first, raises what awaiting a pending job then raises
         (``asyncio.CancelledError``, or :class:`~aiowheel.JobCancelled` on trio).
         """
-        _check_number(when, "when")
+        deadline = check_deadline(when, "when")
         if not self._running:
             self._check_running()
-        await self.schedule_at(when, _nothing)
+        await self.schedule_at(deadline, _nothing)
 
     # -- timeouts -----------------------------------------------------------------------------
-    # Timeout lives a layer up, in aiowheel.timeouts (which imports this module); these are its
-    # entry points, named as asyncio and anyio name them, so they import it when called.
+    # Entry points to aiowheel.timeouts (part of this layer; it does not import this module),
+    # named as asyncio and anyio name them.
 
-    def timeout(self, delay: float | None) -> Timeout:
+    def timeout(self, delay: SupportsFloat | None) -> Timeout:
         """``async with timer.timeout(delay):`` cancels the block ``delay`` seconds from now and
         raises TimeoutError, like ``asyncio.timeout``; None: no deadline. The deadline is an
         entry on this Timer's wheel. See :class:`aiowheel.timeouts.Timeout`."""
-        from aiowheel.timeouts import Timeout
-
         return Timeout(self, self._time_after(delay), fail=True)
 
-    def timeout_at(self, when: float | None) -> Timeout:
+    def timeout_at(self, when: SupportsFloat | None) -> Timeout:
         """Like :meth:`timeout` with a deadline in the Timer's clock, like
         ``asyncio.timeout_at``."""
-        from aiowheel.timeouts import Timeout
-
         return Timeout(self, when, fail=True)
 
-    def move_on_after(self, delay: float | None) -> Timeout:
+    def move_on_after(self, delay: SupportsFloat | None) -> Timeout:
         """Like :meth:`timeout` but without raising: the block just ends (anyio's and trio's
         ``move_on_after``); ``cancelled_caught`` tells whether the deadline cut it short."""
-        from aiowheel.timeouts import Timeout
-
         return Timeout(self, self._time_after(delay), fail=False)
 
-    def move_on_at(self, when: float | None) -> Timeout:
+    def move_on_at(self, when: SupportsFloat | None) -> Timeout:
         """Like :meth:`move_on_after` with a deadline in the Timer's clock."""
-        from aiowheel.timeouts import Timeout
-
         return Timeout(self, when, fail=False)
 
-    def _time_after(self, delay: float | None) -> float | None:
+    def _time_after(self, delay: SupportsFloat | None) -> float | None:
         if delay is None:
             return None
         if not self._running:
             self._check_running()
-        return self._time() + _check_number(delay, "delay")
+        return deadline_after(self._time(), delay)
 
     # -- the driver ---------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """The hierarchical timing wheel: a pure data structure, no event loop, no clock, no I/O.
 
 This module owns everything about levels, slots, placement, cascading, ordering and "never
-early". Times are plain numbers (``int`` or ``float``) in the caller's clock; internally every
-deadline is converted once to a whole number of ticks, and all placement arithmetic is done on
-Python ints, so no float error can move an entry into a bucket that fires before it.
+early". Times are numbers in the caller's clock, checked and converted to an ``int`` or a
+``float`` where they enter (:mod:`aiowheel._checks`); internally every deadline is converted once
+to a whole number of ticks, and all placement arithmetic is done on Python ints, so no float
+error can move an entry into a bucket that fires before it.
 
 The design is Kafka's ``TimingWheel`` (see the seed articles), with two deliberate differences:
 
@@ -30,8 +31,12 @@ Structure (level ``n`` has ``wheel_size`` slots, each ``wheel_size ** n`` ticks 
   heap item per bucket per rotation rather than per entry, so ``next_deadline`` never walks
   empty slots.
 
-Complexity: ``add`` O(levels), ``remove`` O(1), ``next_deadline`` amortised O(1),
-``advance`` O(due + cascaded + k log k) for a batch of k due entries.
+Complexity: ``add`` O(levels), ``remove`` and ``remove_entry`` O(1), ``next_deadline`` amortised
+O(1), ``advance`` O(due + cascaded + k log k) for a batch of k due entries.
+
+The invariants of the structure are written next to the fields they concern, and
+``HierarchicalWheel._check()`` asserts all of them (the property-based tests call it after every
+step).
 """
 
 from __future__ import annotations
@@ -39,7 +44,21 @@ from __future__ import annotations
 import math
 from heapq import heappop, heappush
 from operator import attrgetter
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from aiowheel._checks import (
+    MAX_TICKS,
+    MAX_WHEEL_SIZE,
+    already_pending,
+    check_clock,
+    check_count,
+    check_deadline,
+    check_length,
+    out_of_range,
+)
+
+if TYPE_CHECKING:
+    from typing import SupportsFloat, SupportsIndex
 
 __all__ = ["Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"]
 
@@ -52,11 +71,6 @@ _Bucket = dict["Entry[Any]", None]
 _order = attrgetter("deadline", "_seq")
 _ABSENT = object()
 
-# Tick counts are kept below 2**52 in magnitude: there every count, and its neighbours used by the
-# one-step corrections in ceil_ticks/floor_ticks, is an exact float. From 2**53 on, adjacent
-# counts collapse to one float, the corrections can fail and an entry could fire early.
-_MAX_TICKS = 2**52
-
 
 def ceil_ticks(t: float, tick: float) -> int:
     """The smallest q with ``q * tick >= t`` (a float product): where a deadline is filed.
@@ -67,8 +81,8 @@ def ceil_ticks(t: float, tick: float) -> int:
     finite or not below 2**52 in magnitude.
     """
     ratio = t / tick
-    if not abs(ratio) < _MAX_TICKS:
-        raise _out_of_range("deadline", t, tick)
+    if not abs(ratio) < MAX_TICKS:
+        raise out_of_range("deadline", t, tick)
     q = math.ceil(ratio)
     # t / tick is rounded; correct by at most one step so that the float product, which is what
     # next_deadline reports and what the caller's clock is compared with, is exact.
@@ -82,20 +96,14 @@ def ceil_ticks(t: float, tick: float) -> int:
 def floor_ticks(t: float, tick: float) -> int:
     """The largest q with ``q * tick <= t``: how far a wheel's clock may move at time t."""
     ratio = t / tick
-    if not abs(ratio) < _MAX_TICKS:
-        raise _out_of_range("time", t, tick)
+    if not abs(ratio) < MAX_TICKS:
+        raise out_of_range("time", t, tick)
     q = math.floor(ratio)
     if q * tick > t:
         q -= 1
     elif (q + 1) * tick <= t:
         q += 1
     return q
-
-
-def _out_of_range(what: str, t: float, tick: float) -> ValueError:
-    if not math.isfinite(t):
-        return ValueError(f"{what} must be finite, got {t!r}")
-    return ValueError(f"{what} {t!r} is too far away for tick {tick!r}")
 
 
 class Entry(Generic[P]):
@@ -109,9 +117,10 @@ class Entry(Generic[P]):
 
     deadline: float
     payload: P | None
-    # The deadline rounded up to whole ticks: the smallest q with q * tick >= deadline.
+    # The deadline rounded up to whole ticks, ceil_ticks(deadline, tick): the smallest q with
+    # q * tick >= deadline. Set when filed; only the wheel reads or writes it.
     _ticks: int
-    # Add order; ties between equal deadlines are broken by it.
+    # Add order, below the wheel's _seq; ties between equal deadlines are broken by it.
     _seq: int
     # The bucket this entry was last filed in; None before filing and after remove. An entry
     # that came out of advance still points at its (since emptied or reused) bucket: it is
@@ -119,6 +128,7 @@ class Entry(Generic[P]):
     _bucket: _Bucket | None
 
     def __init__(self, deadline: float, payload: P) -> None:
+        """A new entry, not filed yet: a subclass's ``__init__`` must call this one."""
         self.deadline = deadline
         self.payload = payload
         self._bucket = None
@@ -140,34 +150,27 @@ class _Level:
     __slots__ = ("buckets", "current", "expirations", "index", "span", "width")
 
     def __init__(self, index: int, width: int, wheel_size: int, start: int) -> None:
+        # This level's place in the wheel's _levels.
         self.index = index
         # Ticks per slot: wheel_size ** index.
         self.width = width
         # Ticks covered by the whole ring: the width of one slot of the level above.
         self.span = width * wheel_size
-        # Start of the current slot; always a multiple of width, never decreases.
+        # Start of the current slot: level 0's clock rounded down to a multiple of width (every
+        # level moves with level 0); never decreases.
         self.current = start - start % width
+        # The entries of each slot. An entry with tick q sits in slot (q // width) % wheel_size,
+        # its bucket expires at q - q % width, strictly after level 0's clock and before
+        # current + span, and its _bucket is that dict.
         self.buckets: list[_Bucket] = [{} for _ in range(wheel_size)]
         # Expiration (ticks) each bucket was last queued with on the heap; None when not queued.
-        # An entry is on the heap iff its bucket's expiration is not None.
+        # A bucket is on the heap, once, iff its expiration is not None; a non-empty bucket is
+        # always queued (an emptied one may stay queued until next_deadline drops it).
         self.expirations: list[int | None] = [None] * wheel_size
 
     def advance_to(self, ticks: int) -> None:
         if ticks >= self.current + self.width:
             self.current = ticks - ticks % self.width
-
-
-def _check_time(value: object, what: str) -> float:
-    """Return ``value`` if it is a finite real number, else raise TypeError or ValueError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{what} must be an int or a float, got {value!r}")
-    try:
-        finite = math.isfinite(value)
-    except OverflowError:  # an int too large for a float
-        raise ValueError(f"{what} {value!r} is too far away") from None
-    if not finite:
-        raise ValueError(f"{what} must be finite, got {value!r}")
-    return value
 
 
 class HierarchicalWheel(Generic[P]):
@@ -185,10 +188,15 @@ class HierarchicalWheel(Generic[P]):
     ['job']
 
     Args:
-        tick: width of one level-0 slot in the caller's time unit; finite and > 0.
-        wheel_size: slots per level, >= 2.
+        tick: width of one level-0 slot in the caller's time unit; a finite real number > 0,
+            kept as an int or else as the nearest float (``wheel.tick``).
+        wheel_size: slots per level, a whole number from 2 to ``2**40``.
         start: the wheel's initial time; level 0's clock starts at ``start`` rounded down to a
             whole tick.
+
+    Times are any real numbers -- ints, floats, Fractions, Decimals, numpy scalars -- but not
+    bools; see ``add`` and ``advance`` for how they are rounded. Bad values raise TypeError or
+    ValueError naming them.
 
     Guarantees:
         * ``advance(now)`` returns a payload only if its deadline <= ``now`` (never early);
@@ -203,24 +211,27 @@ class HierarchicalWheel(Generic[P]):
 
     __slots__ = ("_due", "_heap", "_len", "_levels", "_seq", "tick", "wheel_size")
 
-    def __init__(self, tick: float = 0.001, wheel_size: int = 64, start: float = 0.0) -> None:
-        if isinstance(tick, bool) or not isinstance(tick, (int, float)):
-            raise TypeError(f"tick must be an int or a float, got {tick!r}")
-        if not (math.isfinite(tick) and tick > 0):
-            raise ValueError(f"tick must be finite and > 0, got {tick!r}")
-        if isinstance(wheel_size, bool) or not isinstance(wheel_size, int):
-            raise TypeError(f"wheel_size must be an int, got {wheel_size!r}")
-        if wheel_size < 2:
-            raise ValueError(f"wheel_size must be >= 2, got {wheel_size!r}")
-        _check_time(start, "start")
-        self.tick = tick
-        self.wheel_size = wheel_size
-        self._levels = [_Level(0, 1, wheel_size, floor_ticks(start, self.tick))]
-        # Entries that were already due when added; they come out at the next advance.
+    def __init__(
+        self,
+        tick: SupportsFloat = 0.001,
+        wheel_size: SupportsIndex = 64,
+        start: SupportsFloat = 0.0,
+    ) -> None:
+        # The tick as an int or the nearest float (any real number is accepted, see _checks).
+        self.tick = check_length(tick, "tick")
+        self.wheel_size = check_count(wheel_size, "wheel_size", 2, MAX_WHEEL_SIZE)
+        start = check_clock(start, "start")
+        # Levels 0, 1, ...: level n is at index n; created on demand, never destroyed.
+        self._levels = [_Level(0, 1, self.wheel_size, floor_ticks(start, self.tick))]
+        # Entries whose tick is at or before level 0's clock: added already due, or cascaded
+        # into the current tick. They come out at the next advance; their _bucket is this dict.
         self._due: _Bucket = {}
-        # (expiration ticks, level index, slot) of every queued bucket.
+        # A heap of (expiration ticks, level index, slot): one item per queued bucket, exactly
+        # the buckets whose level.expirations[slot] is not None, with that expiration.
         self._heap: list[tuple[int, int, int]] = []
+        # Pending entries: those in _due and in every bucket.
         self._len = 0
+        # The add order the next entry gets; above every filed entry's _seq.
         self._seq = 0
 
     # -- public API ---------------------------------------------------------------------------
@@ -244,15 +255,17 @@ class HierarchicalWheel(Generic[P]):
         """The aligned start of ``level``'s current slot (Kafka's ``currentTime``)."""
         return self._levels[level].current * self.tick
 
-    def add(self, deadline: float, payload: P) -> Entry[P]:
+    def add(self, deadline: SupportsFloat, payload: P) -> Entry[P]:
         """File ``payload`` to come out of ``advance`` once the clock reaches ``deadline``.
 
-        O(levels). Raises TypeError for a non-number and ValueError for NaN, infinity or a
-        deadline ``2**52`` ticks or more from zero (beyond that floats cannot tell adjacent
-        ticks apart). A deadline at or before the wheel's clock is due at the next ``advance``.
+        O(levels). ``deadline`` is any real number; one that is not an int or a float is
+        converted to the smallest float not below it, which the entry keeps as its
+        ``deadline``. Raises TypeError for a non-number (or a bool) and ValueError for NaN,
+        infinity or a deadline ``2**52`` ticks or more from zero (beyond that floats cannot
+        tell adjacent ticks apart). A deadline at or before the wheel's clock is due at the next
+        ``advance``.
         """
-        _check_time(deadline, "deadline")
-        return self.add_entry(Entry(deadline, payload))
+        return self.add_entry(Entry(check_deadline(deadline, "deadline"), payload))
 
     def add_entry(self, entry: E) -> E:
         """File a new ``entry`` (an :class:`Entry` or subclass instance) under its ``deadline``.
@@ -264,7 +277,7 @@ class HierarchicalWheel(Generic[P]):
         """
         bucket = entry._bucket
         if bucket is not None and entry in bucket:
-            raise ValueError(f"{entry!r} is already pending")
+            raise already_pending(entry)
         entry._ticks = ceil_ticks(entry.deadline, self.tick)
         entry._seq = seq = self._seq
         self._seq = seq + 1
@@ -277,6 +290,8 @@ class HierarchicalWheel(Generic[P]):
 
         Returns False if it was no longer pending (already returned by ``advance`` or removed).
         """
+        # remove_entry's body, not a call to it: this is every cancellation's path, and a call
+        # costs a fifth more here.
         bucket = entry._bucket
         if bucket is None or bucket.pop(entry, _ABSENT) is _ABSENT:
             return False
@@ -284,6 +299,27 @@ class HierarchicalWheel(Generic[P]):
         entry.payload = None
         self._len -= 1
         return True
+
+    def remove_entry(self, entry: Entry[P]) -> bool | None:
+        """Like ``remove``, and tell whether ``next_deadline()`` may have changed; O(1).
+
+        For a layer that keeps a wake-up armed for ``next_deadline()`` (the wheel-backed event
+        loop's driver) and re-arms it only when a removal can move it. Returns:
+
+        * None if ``entry`` was not pending (nothing changed);
+        * False if it was removed and ``next_deadline()`` returns what it returned before;
+        * True if it was removed and was the last entry of its bucket: ``next_deadline()`` may
+          now be later, or None, never earlier. Ask it again (it drops the emptied bucket then).
+
+        No heap work is done here: a removal costs the same whatever it returns.
+        """
+        bucket = entry._bucket
+        if bucket is None or bucket.pop(entry, _ABSENT) is _ABSENT:
+            return None
+        entry._bucket = None
+        entry.payload = None
+        self._len -= 1
+        return not bucket
 
     def next_deadline(self) -> float | None:
         """When the earliest non-empty bucket expires (in the caller's time), or None if empty.
@@ -306,12 +342,14 @@ class HierarchicalWheel(Generic[P]):
             level.expirations[slot] = None
         return None
 
-    def advance(self, now: float) -> list[P]:
+    def advance(self, now: SupportsFloat) -> list[P]:
         """Move the clock to ``now`` and return the payloads now due, in (deadline, add order).
 
         Expired higher-level buckets are flushed and their entries re-filed lower (Kafka's
         cascade); entries whose tick has come are returned. The clock never moves backwards:
         a ``now`` before the wheel's clock only returns entries that were added already due.
+        ``now`` is any real number; one that is not an int or a float is taken as the largest
+        float not above it.
         """
         payloads: list[P] = []
         append = payloads.append
@@ -320,13 +358,12 @@ class HierarchicalWheel(Generic[P]):
             entry.payload = None
         return payloads
 
-    def advance_entries(self, now: float) -> list[Entry[P]]:
+    def advance_entries(self, now: SupportsFloat) -> list[Entry[P]]:
         """Like ``advance`` but return the due entries themselves, payloads still attached.
 
         For layers that subclass :class:`Entry`: they own the payload from here on.
         """
-        _check_time(now, "now")
-        now_ticks = floor_ticks(now, self.tick)
+        now_ticks = floor_ticks(check_clock(now, "now"), self.tick)
         due = self._due
         batch: list[Entry[P]] = list(due)
         due.clear()
@@ -412,6 +449,62 @@ class HierarchicalWheel(Generic[P]):
             f"<HierarchicalWheel tick={self.tick!r} wheel_size={self.wheel_size} "
             f"levels={len(self._levels)} pending={self._len} now={self.now!r}>"
         )
+
+    def _check(self) -> None:
+        """Check every invariant written next to the fields; O(n + levels * wheel_size).
+
+        For tests: raises AssertionError naming the first invariant that does not hold.
+        """
+        wheel_size, levels = self.wheel_size, self._levels
+        clock = levels[0].current
+        pending = len(self._due)
+        for entry in self._due:
+            self._check_entry(entry)
+            if entry._bucket is not self._due:
+                raise AssertionError(f"{entry!r} is in the due bucket, its _bucket is another")
+            if entry._ticks > clock:
+                raise AssertionError(f"{entry!r} is due before its tick {entry._ticks}")
+        queued = set()
+        for index, level in enumerate(levels):
+            width = wheel_size**index
+            if (level.index, level.width, level.span) != (index, width, width * wheel_size):
+                found = (level.index, level.width, level.span)
+                raise AssertionError(f"level {index} has (index, width, span) {found}")
+            if level.current != clock - clock % width:
+                raise AssertionError(f"level {index}'s current is not level 0's clock {clock}")
+            if not len(level.buckets) == len(level.expirations) == wheel_size:
+                raise AssertionError(f"level {index} does not have wheel_size slots")
+            for slot, bucket in enumerate(level.buckets):
+                expiration = level.expirations[slot]
+                if expiration is not None:
+                    queued.add((expiration, index, slot))
+                elif bucket:
+                    raise AssertionError(f"bucket ({index}, {slot}) holds entries, not queued")
+                for entry in bucket:
+                    pending += 1
+                    self._check_entry(entry)
+                    q = entry._ticks
+                    if entry._bucket is not bucket:
+                        raise AssertionError(f"{entry!r} is in ({index}, {slot}), not its _bucket")
+                    if q // width % wheel_size != slot:
+                        raise AssertionError(f"{entry!r} at tick {q} is in slot {slot}")
+                    start = q - q % width
+                    if not (expiration == start and clock < start < level.current + level.span):
+                        raise AssertionError(f"{entry!r} is in a bucket expiring at {expiration}")
+        heap = self._heap
+        if len(heap) != len(queued) or set(heap) != queued:
+            raise AssertionError("the heap does not hold exactly the queued buckets")
+        if any(heap[(i - 1) // 2] > heap[i] for i in range(1, len(heap))):
+            raise AssertionError("the heap is not ordered")
+        if self._len != pending:
+            raise AssertionError(f"len is {self._len} but {pending} entries are filed")
+
+    def _check_entry(self, entry: Entry[Any]) -> None:
+        q = ceil_ticks(entry.deadline, self.tick)
+        if entry._ticks != q:
+            raise AssertionError(f"{entry!r} is filed at tick {entry._ticks}, its tick is {q}")
+        if not 0 <= entry._seq < self._seq:
+            raise AssertionError(f"{entry!r} has add order {entry._seq}, the next is {self._seq}")
 
     # -- placement ----------------------------------------------------------------------------
 

@@ -7,8 +7,11 @@ python=${PYTHON:-python3.11}
 command -v "$python" >/dev/null 2>&1 || python=python3
 venv="$root/.venv"
 stamp="$venv/.aiowheel-installed-${AIOWHEEL_EXTRAS//,/-}"
-# What the install depends on, including the compiled wheel's source: a change rebuilds it.
-want=$( (cat pyproject.toml scripts/_venv.sh; cat setup.py aiowheel/_cwheel.pyx aiowheel/_ctimercore.pxi 2>/dev/null || true) | sha256sum | cut -d' ' -f1)
+# What the install depends on, including every Cython source of the compiled extension (found by
+# a glob, so a new part cannot be forgotten): a change rebuilds it.
+want=$( (cat pyproject.toml scripts/_venv.sh; cat setup.py 2>/dev/null || true;
+         find aiowheel \( -name '*.pyx' -o -name '*.pxi' -o -name '*.pxd' \) -print0 |
+             LC_ALL=C sort -z | xargs -0 -r cat) | sha256sum | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ]; then
     echo "creating virtual environment in $venv" >&2
     "$python" -m venv "$venv"

@@ -8,22 +8,31 @@ Async tests use anyio's pytest plugin (``@pytest.mark.anyio``) and run three tim
   waits ask for the ``virtual_time`` fixture, which skips them there;
 * ``trio`` -- trio with ``MockClock(autojump_threshold=0)``: virtual time too.
 
-Wheel tests run on both implementations of the wheel (``wheel_impl``): the pure-Python
-:mod:`aiowheel.wheel` and the compiled :mod:`aiowheel._cwheel`. Everything else runs on the one
-:mod:`aiowheel._impl` selects: run the suite once more with ``AIOWHEEL_NO_EXTENSIONS=1`` for the
-pure one.
+Twins. The wheel and the Timer core have a pure-Python twin (:mod:`aiowheel.wheel`,
+:mod:`aiowheel._timercore`) and a compiled one (:mod:`aiowheel._cwheel`). A test of the twins
+themselves takes the ``impl`` fixture -- an :class:`Impl` holding one twin's classes and functions
+-- and one pytest run runs it on both: ``impl.name`` is ``"pure"`` or ``"compiled"``, and the
+compiled one is skipped when the extension is not built or ``AIOWHEEL_NO_EXTENSIONS`` is set. A
+test that needs one twin says so with ``@pytest.mark.impl("pure")`` or
+``@pytest.mark.impl("compiled")``: with the fixture it then runs on that twin only; without it,
+it is skipped unless :mod:`aiowheel._impl` selected that twin.
+
+Everything built on the twins -- the Timer, timeouts, idle expiry, the event loop -- runs on the
+core :mod:`aiowheel._impl` selects, the compiled one if built. ``scripts/test`` therefore runs
+pytest twice: on the compiled core, then with ``AIOWHEEL_NO_EXTENSIONS=1`` on the pure one.
 """
 
 from __future__ import annotations
 
-import importlib
+import functools
 import os
-from collections.abc import Iterator
-from types import ModuleType
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from aiowheel import _impl
 from aiowheel.testing import VirtualTimeLoop
 
 BACKENDS = ["asyncio", "uvloop", "trio"]
@@ -54,26 +63,89 @@ def virtual_time(backend_name: str) -> None:
         pytest.skip("uvloop's clock cannot be virtualised; covered on asyncio and trio")
 
 
-WHEEL_IMPLEMENTATIONS = ["python", "compiled"]
+# -- the twins -------------------------------------------------------------------------------------
+
+IMPLS = ("pure", "compiled")
 
 
-@pytest.fixture(scope="module", params=WHEEL_IMPLEMENTATIONS)
-def wheel_impl(request: pytest.FixtureRequest) -> Iterator[ModuleType]:
-    """The wheel module under test: ``aiowheel.wheel`` (python) or ``aiowheel._cwheel`` (compiled;
-    skipped when not built or when ``AIOWHEEL_NO_EXTENSIONS`` forces pure Python).
+@dataclass(frozen=True)
+class Impl:
+    """One twin of the wheel and the Timer core: what :mod:`aiowheel._impl` would select."""
 
-    A test module opts in with ``pytestmark = pytest.mark.usefixtures("wheel_impl")``: its
-    module-level ``Entry`` and ``HierarchicalWheel`` are rebound to the implementation's while its
-    tests run, so each of them runs on both.
-    """
-    if request.param == "compiled":
+    name: str
+    Entry: Any
+    HierarchicalWheel: Any
+    TimerCore: Any
+    TimerHandle: Any
+    ceil_ticks: Callable[[Any, Any], int]
+    floor_ticks: Callable[[Any, Any], int]
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+@functools.cache
+def load_impl(name: str) -> Impl:
+    """The ``name`` twin; skips the calling test if it is the compiled one and is not built."""
+    if name == "pure":
+        from aiowheel import _timercore, wheel
+
+        modules = (wheel, _timercore)
+    elif name == "compiled":
         if os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
             pytest.skip("AIOWHEEL_NO_EXTENSIONS is set: pure Python only")
-        module = pytest.importorskip("aiowheel._cwheel", reason="the compiled wheel is not built")
+        compiled = pytest.importorskip("aiowheel._cwheel", reason="the compiled twin is not built")
+        modules = (compiled, compiled)
     else:
-        module = importlib.import_module("aiowheel.wheel")
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("Entry", "HierarchicalWheel"):
-            if hasattr(request.module, name):
-                patch.setattr(request.module, name, getattr(module, name))
-        yield module
+        raise ValueError(f"no twin named {name!r}: expected one of {IMPLS}")
+    wheel, core = modules
+    return Impl(
+        name,
+        wheel.Entry,
+        wheel.HierarchicalWheel,
+        core.TimerCore,
+        core.TimerHandle,
+        wheel.ceil_ticks,
+        wheel.floor_ticks,
+    )
+
+
+def selected_impl() -> str:
+    """The twin :mod:`aiowheel._impl` selected in this process."""
+    return "compiled" if _impl.COMPILED else "pure"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "impl(name): run on that twin only, 'pure' or 'compiled' (see conftest.py)"
+    )
+
+
+def _marked_impl(node: Any) -> str | None:
+    marker = node.get_closest_marker("impl")
+    if marker is None:
+        return None
+    (name,) = marker.args
+    if name not in IMPLS:
+        raise ValueError(f"@pytest.mark.impl({name!r}): expected one of {IMPLS}")
+    return str(name)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "impl" in metafunc.fixturenames:
+        marked = _marked_impl(metafunc.definition)
+        names = IMPLS if marked is None else (marked,)
+        metafunc.parametrize("impl", names, indirect=True, ids=list(names), scope="session")
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    marked = _marked_impl(item)
+    fixturenames = getattr(item, "fixturenames", ())
+    if marked is not None and "impl" not in fixturenames and marked != selected_impl():
+        pytest.skip(f"needs the {marked} core; aiowheel._impl selected the {selected_impl()} one")
+
+
+@pytest.fixture(scope="session")
+def impl(request: pytest.FixtureRequest) -> Impl:
+    """The twin under test (parametrized by ``pytest_generate_tests``)."""
+    return load_impl(request.param)

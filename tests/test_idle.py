@@ -18,7 +18,7 @@ import asyncio
 import math
 import random
 from collections.abc import Hashable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -29,7 +29,11 @@ from hypothesis import strategies as st
 from aiowheel import Timer
 from aiowheel.idle import IdleTimeouts
 from aiowheel.testing import VirtualTimeLoop, run
-from aiowheel.wheel import HierarchicalWheel
+
+if TYPE_CHECKING:
+    from conftest import Impl
+
+    from aiowheel._impl import HierarchicalWheel
 
 pytestmark = pytest.mark.anyio
 
@@ -78,9 +82,9 @@ class Expired:
 
 async def test_rejects_bad_arguments() -> None:
     async with Timer() as timer:
-        with pytest.raises(TypeError, match="timeout must be an int or a float, got '1'"):
+        with pytest.raises(TypeError, match="timeout must be a real number, got '1'"):
             IdleTimeouts(timer, "1", print)  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match="timeout must be an int or a float, got True"):
+        with pytest.raises(TypeError, match="timeout must be a real number, got True"):
             IdleTimeouts(timer, True, print)
         for bad in (0, -1.0, math.inf, math.nan):
             with pytest.raises(ValueError, match="timeout must be finite and > 0"):
@@ -280,9 +284,9 @@ async def test_rounding_up_to_the_tick(virtual_time: None) -> None:
     timeout=st.floats(min_value=1e-3, max_value=1e5),
     tick=st.sampled_from([0.001, 0.003, 0.01, 0.1, 0.25, 1.0, 1 / 3]),
 )
-def test_the_rule_is_the_wheels_rounding(t: float, timeout: float, tick: float) -> None:
-    # The documented E is exactly when the pure wheel fires the deadline t + timeout.
-    wheel: HierarchicalWheel[str] = HierarchicalWheel(tick=tick)
+def test_the_rule_is_the_wheels_rounding(impl: Impl, t: float, timeout: float, tick: float) -> None:
+    # The documented E is exactly when either wheel fires the deadline t + timeout.
+    wheel: HierarchicalWheel[str] = impl.HierarchicalWheel(tick=tick)
     wheel.add(t + timeout, "key")
     fired_at = None
     while fired_at is None:

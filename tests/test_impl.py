@@ -20,9 +20,10 @@ import subprocess
 import sys
 import weakref
 from collections.abc import Callable
+from decimal import Decimal
 from fractions import Fraction
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -32,6 +33,9 @@ import aiowheel
 from aiowheel import _impl
 from aiowheel import _timercore as pure_core
 from aiowheel import wheel as pure
+
+if TYPE_CHECKING:
+    from conftest import Impl
 
 try:
     from aiowheel import _cwheel as compiled
@@ -159,9 +163,7 @@ def test_generic_subscription_and_slotted_subclasses() -> None:
             __slots__ = ("extra",)
 
             def __init__(self, deadline: float, payload: str) -> None:
-                self.deadline = deadline
-                self.payload = payload
-                self._bucket = None
+                super().__init__(deadline, payload)
                 self.extra = 1
 
         wheel = module.HierarchicalWheel[str](tick=1)
@@ -204,19 +206,17 @@ def typed(value: Any) -> Any:
     return value
 
 
-def _handle_init(self: Any, deadline: Any, payload: Any) -> None:
-    self.deadline = deadline
-    self.payload = payload
-    self._bucket = None
-    self.name = payload
-
-
 def _handle_class(module: ModuleType, name: str) -> type:
     """An Entry subclass as aiowheel.timer's TimerHandle, with a repr that does not name the
     module; a module-level class, so that pickle finds it."""
+
+    def __init__(self: Any, deadline: Any, payload: Any) -> None:
+        module.Entry.__init__(self, deadline, payload)
+        self.name = payload
+
     namespace = {
         "__slots__": ("name",),
-        "__init__": _handle_init,
+        "__init__": __init__,
         "__repr__": lambda self: f"<Handle {self.name}>",
         "__module__": __name__,
         "__qualname__": name,
@@ -343,6 +343,11 @@ def times(tick: Any) -> st.SearchStrategy[Any]:
         st.integers(-(2**64), 2**64),
         st.sampled_from([math.nan, math.inf, -math.inf, -0.0, 1e308, 2**53 + 1]),
         st.sampled_from([FloatSub(2.5), IntSub(7), True, Fraction(7, 2), "5", None]),
+        # Other real numbers: converted where they enter (rounded up or down), or refused.
+        st.builds(Fraction, st.integers(-(10**6), 10**6), st.integers(1, 10**6)),
+        st.sampled_from(
+            [Decimal("2.5"), Decimal("0.1"), Decimal("NaN"), Decimal("1e400"), 10**400]
+        ),
         st.floats(allow_nan=True, allow_infinity=True),
     )
 
@@ -357,7 +362,9 @@ def scenarios(draw: st.DrawFn) -> tuple[Any, int, Any, list[tuple[Any, ...]]]:
         st.tuples(st.just("add"), moments),
         st.tuples(st.just("add_entry"), moments),
         st.tuples(
-            st.just("entry"), st.sampled_from(["add_entry", "remove", "locate"]), st.integers(0, 50)
+            st.just("entry"),
+            st.sampled_from(["add_entry", "remove", "remove_entry", "locate"]),
+            st.integers(0, 50),
         ),
         st.tuples(st.sampled_from(["advance", "advance_entries"]), moments),
         st.tuples(st.just("drive")),
@@ -365,7 +372,7 @@ def scenarios(draw: st.DrawFn) -> tuple[Any, int, Any, list[tuple[Any, ...]]]:
         st.tuples(st.just("remove_all")),
         st.tuples(
             st.just("bad"),
-            st.sampled_from(["remove", "locate", "add_entry"]),
+            st.sampled_from(["remove", "remove_entry", "locate", "add_entry"]),
             st.sampled_from([(None,), ("x",), (5,)]),
         ),
         st.tuples(
@@ -395,6 +402,8 @@ def test_same_results_errors_and_state_on_random_operations(
         results = [twin.run(op) for twin in twins]
         assert results[0] == results[1], op
         assert twins[0].state() == twins[1].state(), op
+        for twin in twins:
+            twin.wheel._check()
 
 
 def rounding(module: ModuleType, tick: Any, start: Any, t: Any) -> tuple[Any, ...]:
@@ -436,9 +445,7 @@ def test_same_ceil_ticks_and_floor_ticks(data: st.DataObject, tick: Any) -> None
 # -- memory ---------------------------------------------------------------------------------------
 
 
-@needs_compiled
-@pytest.mark.parametrize("module", [pure, compiled], ids=["python", "compiled"])
-def test_a_cycle_through_a_pending_payload_is_collected(module: ModuleType) -> None:
+def test_a_cycle_through_a_pending_payload_is_collected(impl: Impl) -> None:
     """wheel -> entry -> payload -> wheel, as Timer -> wheel -> TimerHandle -> Timer: the garbage
     collector sees the wheel's references to its entries and frees the cycle."""
 
@@ -446,7 +453,7 @@ def test_a_cycle_through_a_pending_payload_is_collected(module: ModuleType) -> N
         pass
 
     owner = Owner()
-    owner.wheel = module.HierarchicalWheel(tick=1)  # type: ignore[attr-defined]
+    owner.wheel = impl.HierarchicalWheel(tick=1)  # type: ignore[attr-defined]
     for deadline in (-1, 5, 5000):
         owner.wheel.add(deadline, owner)  # type: ignore[attr-defined]
     alive = weakref.ref(owner)
@@ -476,7 +483,7 @@ def test_deleted_entry_fields_raise_like_slots() -> None:
 # -- the compiled Timer core ---------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not _impl.COMPILED, reason="the compiled Timer core is not selected")
+@pytest.mark.impl("compiled")
 def test_compiled_handles_are_untracked_share_snapshots_and_reference_nothing_once_done() -> None:
     """What makes untracked handles safe (see aiowheel/_ctimercore.pxi): a handle out of the
     wheel references nothing the garbage collector tracks. Jobs stay tracked."""

@@ -130,7 +130,7 @@ def test_bad_construction_arguments_raise_value_error(kwargs: dict[str, Any], me
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"tick": "1ms"}, "tick must be an int or a float, got '1ms'"),
+        ({"tick": "1ms"}, "tick must be a real number, got '1ms'"),
         ({"wheel_size": 64.0}, "wheel_size must be an int, got 64.0"),
     ],
 )

@@ -1,0 +1,82 @@
+# Part of aiowheel/_cwheel.pyx (included there; see its docstring): sorting a due batch by
+# (deadline, add order) -- in C with qsort when every deadline is an exact double, as the pure
+# wheel's list.sort otherwise -- and marking its entries as out of the wheel.
+
+cdef struct _SortKey:
+    double deadline
+    int64_t seq
+    PyObject *entry
+
+
+cdef int _compare_keys(const void *a, const void *b) noexcept nogil:
+    cdef const _SortKey *x = <const _SortKey *>a
+    cdef const _SortKey *y = <const _SortKey *>b
+    if x.deadline < y.deadline:
+        return -1
+    if x.deadline > y.deadline:
+        return 1
+    return -1 if x.seq < y.seq else (1 if x.seq > y.seq else 0)
+
+
+def _order_key(entry):
+    """The pure wheel's sort key, ``(deadline, add order)``, for batches sorted in Python."""
+    return (_get(entry, _OFF_DEADLINE, "deadline"), (<Entry>entry)._seq)
+
+
+cdef bint _deadline_as_double(PyObject *deadline, double *out) noexcept:
+    """Store an exact double equal to ``deadline`` if it is a non-NaN float or a small int."""
+    cdef long long value
+    cdef int overflow
+    if deadline is NULL:
+        return False
+    if PyFloat_CheckExact(<object>deadline):
+        out[0] = PyFloat_AS_DOUBLE(<object>deadline)
+        return out[0] == out[0]
+    if PyLong_CheckExact(<object>deadline):
+        value = PyLong_AsLongLongAndOverflow(<object>deadline, &overflow)
+        if overflow == 0 and -_EXACT <= value <= _EXACT:
+            out[0] = <double>value
+            return True
+    return False
+
+
+cdef int _release_and_sort(list batch) except -1:
+    """Mark every entry of ``batch`` as out of the wheel, then sort it by (deadline, add order).
+
+    With every deadline a float or a small int, the doubles compare exactly as the Python numbers
+    do and add orders are unique, so any correct sort gives the pure wheel's order: checked in
+    one pass (batches are often sorted already), else qsort. Anything else: list.sort, as the
+    pure wheel does.
+    """
+    cdef Py_ssize_t n = PyList_GET_SIZE(batch)
+    cdef Py_ssize_t i
+    cdef PyObject *item
+    cdef bint fast = True
+    cdef bint ordered = True
+    cdef _SortKey *keys
+    for i in range(n):
+        _set(<object>PyList_GET_ITEM(batch, i), _OFF_BUCKET, None)
+    if n < 2:
+        return 0
+    keys = <_SortKey *>malloc(n * sizeof(_SortKey))
+    if keys is NULL:
+        raise MemoryError()
+    try:
+        for i in range(n):
+            item = PyList_GET_ITEM(batch, i)
+            if not _deadline_as_double(_field(<object>item, _OFF_DEADLINE)[0], &keys[i].deadline):
+                fast = False
+                break
+            keys[i].seq = (<Entry>item)._seq
+            keys[i].entry = item
+            if i and ordered and _compare_keys(&keys[i - 1], &keys[i]) > 0:
+                ordered = False
+        if not fast:
+            batch.sort(key=_order_key)
+        elif not ordered:
+            qsort(keys, n, sizeof(_SortKey), _compare_keys)
+            for i in range(n):
+                aw_list_put(batch, i, keys[i].entry)
+    finally:
+        free(keys)
+    return 0
