@@ -1,0 +1,315 @@
+"""The shape of the package: layers point down, twins share one contract, nobody peeks.
+
+``LAYERS`` declares a layer for every module of the package (a module missing from it fails
+``test_every_module_has_a_layer``). Every ``aiowheel`` import anywhere in a module -- at top
+level, under ``if TYPE_CHECKING:``, inside a function; a Cython ``cimport`` too -- must point to
+a module of the same or a lower layer, and the imports must form no cycle. The checker is also
+run on made-up sources (``test_the_checker_fails_on_...``) to show that an upward import, a
+cycle, an unknown module or a layer above reaching a pure twin directly are each caught.
+
+The layers, lowest first (``aiowheel/__init__.py`` states the same):
+
+0. the shared contract: :mod:`aiowheel.exceptions` and :mod:`aiowheel._checks` (every check of a
+   user's input and its message);
+1. the wheel twins -- :mod:`aiowheel.wheel` and the compiled extension :mod:`aiowheel._cwheel`
+   (wheel and Timer core) -- and the event-loop adapters :mod:`aiowheel._backends`;
+2. the pure Timer core :mod:`aiowheel._timercore` (over the pure wheel);
+3. the selector :mod:`aiowheel._impl`;
+4. the Timer layer: :mod:`aiowheel.timer` and :mod:`aiowheel.timeouts`;
+5. features on the Timer: :mod:`aiowheel.idle`, the event loop :mod:`aiowheel.loop`;
+6. edges: the package itself, the CLI, the demo, test support and the Spark pipeline.
+
+From layer 4 up, the twins are reached only through :mod:`aiowheel._impl`: importing
+:mod:`aiowheel.wheel`, :mod:`aiowheel._timercore` or :mod:`aiowheel._cwheel` there fails.
+Optional third-party imports (uvloop, trio, pyspark) are not aiowheel's and are not checked.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "aiowheel"
+
+LAYERS: dict[str, int] = {
+    "aiowheel.exceptions": 0,
+    "aiowheel._checks": 0,
+    "aiowheel.wheel": 1,
+    "aiowheel._cwheel": 1,
+    "aiowheel._backends": 1,
+    "aiowheel._backends._asyncio": 1,
+    "aiowheel._backends._trio": 1,
+    "aiowheel._timercore": 2,
+    "aiowheel._impl": 3,
+    "aiowheel.timeouts": 4,
+    "aiowheel.timer": 4,
+    "aiowheel.idle": 5,
+    "aiowheel.loop": 5,
+    "aiowheel": 6,
+    "aiowheel.__main__": 6,
+    "aiowheel.demo": 6,
+    "aiowheel.testing": 6,
+    "aiowheel.spark.*": 6,  # the Spark pipeline, every module of it: an edge
+}
+
+# The twins: above the selector, reached only through aiowheel._impl.
+TWINS = {"aiowheel.wheel", "aiowheel._timercore", "aiowheel._cwheel"}
+SELECTOR_LAYER = LAYERS["aiowheel._impl"]
+
+# Known exceptions, each to be removed when it is fixed (the test fails when one is obsolete).
+EXCEPTIONS = {
+    # Spark replay's expiry rule uses the pure ceil_ticks; to be switched to aiowheel._impl.
+    ("aiowheel.spark.replay", "aiowheel.wheel"),
+}
+
+
+def layer_of(module: str) -> int | None:
+    if module in LAYERS:
+        return LAYERS[module]
+    for pattern, layer in LAYERS.items():
+        package = pattern.removesuffix(".*")
+        if pattern != package and (module == package or module.startswith(f"{package}.")):
+            return layer
+    return None
+
+
+# -- reading the imports ------------------------------------------------------------------------
+
+
+def module_name(path: Path) -> str:
+    """The module a source file is part of; ``.pxi``/``.pxd`` parts belong to ``_cwheel``."""
+    relative = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(relative.parts)
+    if path.suffix in (".pxi", ".pxd"):
+        return "aiowheel._cwheel"
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def sources() -> dict[str, list[tuple[Path, str]]]:
+    """Every source file of the package, grouped by the module it is part of."""
+    found: dict[str, list[tuple[Path, str]]] = {}
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.suffix in (".py", ".pyx", ".pxi", ".pxd") and "__pycache__" not in path.parts:
+            found.setdefault(module_name(path), []).append((path, path.read_text()))
+    return found
+
+
+def python_imports(module: str, text: str, is_package: bool) -> Iterator[str]:
+    """The aiowheel modules ``text`` imports, wherever the import statement is."""
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module if is_package else module.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    package = package.rpartition(".")[0]
+                base = f"{package}.{base}".rstrip(".")
+            for alias in node.names:
+                # `from aiowheel import wheel` imports the submodule aiowheel.wheel.
+                yield f"{base}.{alias.name}"
+
+
+_CYTHON_IMPORT = re.compile(r"^\s*(?:from\s+([\w.]+)\s+c?import|c?import\s+([\w.]+))", re.M)
+
+
+def cython_imports(text: str) -> Iterator[str]:
+    for match in _CYTHON_IMPORT.finditer(text):
+        yield match.group(1) or match.group(2)
+
+
+def resolve(name: str, modules: set[str]) -> str | None:
+    """The package module ``name`` refers to: itself, or the longest module it starts with."""
+    if not (name == "aiowheel" or name.startswith("aiowheel.")):
+        return None
+    while name not in modules and "." in name:
+        name = name.rpartition(".")[0]
+    return name if name in modules else None
+
+
+def import_graph(files: dict[str, list[tuple[Path, str]]]) -> dict[str, set[str]]:
+    modules = set(files)
+    graph: dict[str, set[str]] = {}
+    for module, parts in files.items():
+        targets = graph.setdefault(module, set())
+        for path, text in parts:
+            if path.suffix == ".py":
+                names = python_imports(module, text, path.name == "__init__.py")
+            else:
+                names = cython_imports(text)
+            for name in names:
+                target = resolve(name, modules)
+                if target is not None and target != module:
+                    targets.add(target)
+    return graph
+
+
+# -- the rules ----------------------------------------------------------------------------------
+
+
+def violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every broken rule in ``graph`` (module -> the package modules it imports)."""
+    found = [
+        f"{module} has no layer: add it to LAYERS in tests/test_layers.py"
+        for module in sorted(graph)
+        if layer_of(module) is None
+    ]
+    for module, targets in sorted(graph.items()):
+        source = layer_of(module)
+        for target in sorted(targets):
+            goal = layer_of(target)
+            if source is None or goal is None or (module, target) in EXCEPTIONS:
+                continue
+            if goal > source:
+                found.append(f"{module} (layer {source}) imports {target} (layer {goal})")
+            elif target in TWINS and source > SELECTOR_LAYER:
+                found.append(f"{module} imports the twin {target}: use aiowheel._impl")
+    found.extend(f"import cycle: {' -> '.join(cycle)}" for cycle in cycles(graph))
+    return found
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle per strongly connected group of modules that import each other."""
+    found: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                found.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    return found
+
+
+# -- the package --------------------------------------------------------------------------------
+
+
+def test_every_module_has_a_layer() -> None:
+    unknown = sorted(module for module in sources() if layer_of(module) is None)
+    assert not unknown, f"add these to LAYERS in tests/test_layers.py: {unknown}"
+    declared = {name for name in LAYERS if not name.endswith(".*")}
+    assert not declared - set(sources()), "LAYERS names modules that do not exist"
+
+
+def test_imports_point_down_and_form_no_cycle() -> None:
+    assert violations(import_graph(sources())) == []
+
+
+def test_known_exceptions_still_exist() -> None:
+    """An exception that no longer happens is removed from EXCEPTIONS, so it cannot return."""
+    graph = import_graph(sources())
+    for module, target in EXCEPTIONS:
+        assert target in graph.get(module, set()), f"remove {(module, target)} from EXCEPTIONS"
+
+
+def test_the_compiled_extension_imports_only_the_shared_contract() -> None:
+    graph = import_graph(sources())
+    assert graph["aiowheel._cwheel"] <= {"aiowheel._checks", "aiowheel.exceptions"}
+
+
+# -- the checker catches what it must -----------------------------------------------------------
+
+
+def made_up(**modules: str) -> dict[str, set[str]]:
+    """The import graph of made-up sources, ``module_name=source`` (dots as double underscores)."""
+    files = {
+        name.replace("__", "."): [(Path(f"{name}.py"), text)] for name, text in modules.items()
+    }
+    return import_graph(files)
+
+
+def test_the_checker_fails_on_an_upward_import_inside_a_function() -> None:
+    graph = made_up(
+        aiowheel__wheel="def f():\n    from aiowheel.timer import Timer\n",
+        aiowheel__timer="from aiowheel._impl import TimerCore\n",
+        aiowheel___impl="",
+    )
+    assert violations(graph) == ["aiowheel.wheel (layer 1) imports aiowheel.timer (layer 4)"]
+
+
+def test_the_checker_fails_on_an_upward_type_checking_import() -> None:
+    graph = made_up(
+        aiowheel___checks="if TYPE_CHECKING:\n    from aiowheel import idle\n",
+        aiowheel__idle="",
+    )
+    assert violations(graph) == ["aiowheel._checks (layer 0) imports aiowheel.idle (layer 5)"]
+
+
+def test_the_checker_fails_on_a_cycle_within_a_layer() -> None:
+    graph = made_up(
+        aiowheel__timer="import aiowheel.timeouts\n",
+        aiowheel__timeouts="from aiowheel.timer import Timer\n",
+    )
+    assert violations(graph) == [
+        "import cycle: aiowheel.timeouts -> aiowheel.timer -> aiowheel.timeouts"
+    ]
+
+
+def test_the_checker_fails_on_a_module_without_a_layer() -> None:
+    graph = made_up(aiowheel__utils="")
+    assert violations(graph) == [
+        "aiowheel.utils has no layer: add it to LAYERS in tests/test_layers.py"
+    ]
+
+
+@pytest.mark.parametrize("twin", sorted(TWINS))
+def test_the_checker_fails_on_a_layer_above_reaching_a_twin(twin: str) -> None:
+    name = twin.replace(".", "__")
+    graph = made_up(aiowheel__idle=f"from {twin} import X\n", **{name: ""})
+    assert violations(graph) == [f"aiowheel.idle imports the twin {twin}: use aiowheel._impl"]
+
+
+def test_the_checker_reads_cython_imports() -> None:
+    text = "cimport cython\nfrom aiowheel.timer import Timer\ninclude 'x.pxi'\n"
+    assert list(cython_imports(text)) == ["cython", "aiowheel.timer"]
+
+
+# -- nobody peeks into the wheel's entries ------------------------------------------------------
+
+# The entry fields only the wheel twins may touch; a layer asks the wheel's public methods.
+PRIVATE_ENTRY_FIELDS = re.compile(r"\._(bucket|index|ticks|seq)\b")
+# The wheel twins' own sources: the pure wheel and the compiled wheel's parts (not the Timer core).
+WHEEL_SOURCES = {
+    "wheel.py",
+    "_cwheel.pyx",
+    "_cint64.pxi",
+    "_cmembers.pxi",
+    "_cchecks.pxi",
+    "_cticks.pxi",
+    "_centry.pxi",
+    "_csort.pxi",
+}
+
+
+def test_no_module_outside_the_wheel_touches_an_entrys_private_fields() -> None:
+    offenders = []
+    for parts in sources().values():
+        for path, text in parts:
+            if path.name in WHEEL_SOURCES:
+                continue
+            for number, line in enumerate(text.splitlines(), 1):
+                if PRIVATE_ENTRY_FIELDS.search(line):
+                    offenders.append(f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+def test_the_wheel_sources_named_here_exist() -> None:
+    assert {path.name for path in PACKAGE.iterdir()} >= WHEEL_SOURCES
