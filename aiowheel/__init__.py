@@ -1,11 +1,20 @@
 """aiowheel: an asyncio-native timer service on a hierarchical timing wheel.
 
-Layers, each importing only from the ones above it in this list:
+Layers, each importing only from itself and the ones above it in this list, with no import
+cycle (``tests/test_layers.py`` checks it, and holds the layer of every module):
 
-* :mod:`aiowheel.wheel` -- the pure data structure (:class:`HierarchicalWheel`);
-* :mod:`aiowheel.timer` -- one wheel bound to a running event loop (:class:`Timer`);
-* features built on the Timer (idle expiry, timeouts, the wheel-backed event loop);
-* edges: the command line, examples, benchmarks and the Spark pipeline.
+* the shared contract: :mod:`aiowheel._checks` (every check of a user's input and its message)
+  and :mod:`aiowheel.exceptions`;
+* the twins: the pure wheel :mod:`aiowheel.wheel` (:class:`HierarchicalWheel`) and Timer core
+  :mod:`aiowheel._timercore`, their compiled twin :mod:`aiowheel._cwheel`, and the event-loop
+  adapters of :mod:`aiowheel._backends`;
+* :mod:`aiowheel._impl`, which selects one twin; every layer below reaches the twins through it;
+* the Timer layer: :mod:`aiowheel.timer` -- one wheel bound to a running event loop
+  (:class:`Timer`) -- and :mod:`aiowheel.timeouts`, the Timer's timeouts;
+* features built on the Timer: idle expiry (:mod:`aiowheel.idle`) and the wheel-backed event loop
+  (:mod:`aiowheel.loop`);
+* edges: the command line, the demo, test support and the Spark pipeline (and, outside the
+  package, examples and benchmarks).
 """
 
 from aiowheel._impl import Entry, HierarchicalWheel

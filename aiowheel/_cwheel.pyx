@@ -63,11 +63,15 @@ pure twin first, as the specification, in its own module; write the part as ``_c
 here, starting with a comment naming its twin, and ``include`` it at the end of this file (after
 what it uses); take its checks and messages from :mod:`aiowheel._checks`, never from the pure
 twin; add its public names to ``__all__`` and ``_cwheel.pyi`` and select them in
-:mod:`aiowheel._impl` along with the others (all from one side); add it to the layer map of
-``tests/test_layers.py``. setup.py and ``scripts/_venv.sh`` find every ``.pyx``/``.pxi``/``.pxd``
-by a glob, and ``pyproject.toml`` ships them in the sdist: nothing else to list. An entry's
-private fields (``_bucket``, ``_index``, ``_ticks``, ``_seq``) stay the wheel's: a part creates
-entries with ``_init_entry`` and takes them out with ``HierarchicalWheel._unfile``.
+:mod:`aiowheel._impl` along with the others (all from one side), and run its tests on both twins
+with the ``impl`` fixture. setup.py and ``scripts/_venv.sh`` find every ``.pyx``/``.pxi``/``.pxd``
+by a glob, and ``pyproject.toml`` ships them in the sdist: nothing else to list. (A separate
+cimporting module would also need a ``_cwheel.pxd`` declaring the classes it reaches, and a layer
+in ``tests/test_layers.py``.) An entry's private fields (``_bucket``, ``_index``, ``_ticks``,
+``_seq``) stay the wheel's -- ``tests/test_layers.py`` greps for them: a part creates entries
+with ``_init_entry``, takes one out with ``HierarchicalWheel._unfile`` (O(1); it tells whether
+the entry's bucket emptied, as ``remove_entry`` does) and reads ``deadline`` and ``payload``
+with ``_get``.
 """
 
 cimport cython

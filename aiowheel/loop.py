@@ -6,7 +6,9 @@ asyncio code (``asyncio.sleep``, ``asyncio.timeout``, ``asyncio.wait_for``, webs
 aiohttp's timeouts -- everything that calls ``loop.call_later`` / ``loop.call_at``) gets the
 wheel's O(1) cancellation, which frees a timer at once, and firing without heap sifts, without
 being rewritten. It imports only the wheel (from :mod:`aiowheel._impl`: the compiled one if
-built): the loop *is* the driver, so it needs none of :mod:`aiowheel.timer`'s machinery.
+built) and the checks of :mod:`aiowheel._checks`: the loop *is* the driver, so it needs none of
+:mod:`aiowheel.timer`'s machinery. The wheel tells it, on each cancellation, whether its next
+deadline may have moved (``HierarchicalWheel.remove_entry``).
 
 Entry points: :func:`new_event_loop`, :func:`loop_factory` (for ``asyncio.Runner`` and anyio),
 :func:`run` (like ``asyncio.run``); the classes :class:`WheelEventLoop` (asyncio's default loop
