@@ -418,6 +418,7 @@ def test_never_early_property(
         for i in pending:
             assert fire_time(deadlines[i], tick) > now
         assert len(wheel) == len(pending)
+        wheel._check()
     assert not pending
 
 
@@ -536,6 +537,25 @@ def test_remove_returns_true_once_and_the_entry_never_comes_out(impl: Impl) -> N
     assert wheel.remove(kept) is False  # already fired
     assert kept.payload is None
     assert len(wheel) == 0
+
+
+def test_remove_entry_tells_whether_the_next_deadline_may_have_moved(impl: Impl) -> None:
+    """The contract the wheel-backed loop re-arms its driver by: O(1), no heap work."""
+    wheel: HierarchicalWheel[str] = impl.HierarchicalWheel(tick=1, wheel_size=8, start=0)
+    first, second, later = wheel.add(3, "a"), wheel.add(3, "b"), wheel.add(5, "c")
+    due = wheel.add(-1, "due")
+    assert wheel.remove_entry(first) is False  # its bucket still holds "b"
+    assert first.payload is None
+    assert not first.pending
+    assert wheel.remove_entry(due) is True  # the due bucket emptied: next_deadline moves
+    assert wheel.next_deadline() == 3
+    assert wheel.remove_entry(second) is True  # the earliest bucket emptied
+    assert wheel.next_deadline() == 5
+    assert wheel.remove_entry(second) is None  # not pending any more
+    assert wheel.advance(5) == ["c"]
+    assert wheel.remove_entry(later) is None  # fired
+    assert len(wheel) == 0
+    wheel._check()
 
 
 class Payload:
