@@ -29,8 +29,9 @@ theirs returns None; theirs can offer aiowheel's loops by merging :func:`loop_fa
 Tests that use neither pytest-asyncio nor ``virtual_clock`` (anyio's and trio's plugins, sync
 tests) never meet this plugin.
 
-It imports nothing but pytest when pytest loads it: the loops, uvloop, trio and aiowheel's
-modules are imported when a test asks for them.
+Loading it costs little: the module imports only pytest (and, being in it, the ``aiowheel``
+package); :mod:`aiowheel.testing`, the loops' modules, uvloop and trio are imported by the
+factories and the fixture, when a test asks for them.
 """
 
 from __future__ import annotations
