@@ -45,8 +45,15 @@ T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
+# Pages whose Python blocks are whole pytest files, run by the test of what they document.
+RUN_ELSEWHERE = {
+    DOCS / "testing.md": "tests/test_pytest_plugin.py runs each section as a pytester project",
+}
 PAGES = sorted(
-    [ROOT / "README.md", *(p for p in DOCS.rglob("*.md") if "_build" not in p.parts)],
+    [
+        ROOT / "README.md",
+        *(p for p in DOCS.rglob("*.md") if "_build" not in p.parts and p not in RUN_ELSEWHERE),
+    ],
 )
 PYTHON = {"python", "py", "python3"}
 

@@ -53,6 +53,7 @@ LAYERS: dict[str, int] = {
     "aiowheel.__main__": 6,
     "aiowheel.demo": 6,
     "aiowheel.testing": 6,
+    "aiowheel.pytest_plugin": 6,
     "aiowheel.spark.*": 6,  # the Spark pipeline, every module of it: an edge
 }
 

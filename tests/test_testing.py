@@ -1,4 +1,5 @@
-"""Tests for :mod:`aiowheel.testing`: ``VirtualTimeLoop``, asyncio in virtual time, and ``run``.
+"""Tests for :mod:`aiowheel.testing`: ``VirtualTimeLoop``, ``run``, and ``VirtualClock`` (asyncio
+and trio).
 
 The loop's promise: when it would block waiting for its next timer, the clock jumps exactly to
 that timer instead, so every timing assertion here is exact (``==``), with no real waiting.
@@ -14,7 +15,7 @@ import time
 import pytest
 
 from aiowheel import Timer
-from aiowheel.testing import VirtualTimeLoop, run
+from aiowheel.testing import VirtualClock, VirtualTimeLoop, run
 
 
 async def _now() -> float:
@@ -247,3 +248,363 @@ def test_with_no_timer_pending_the_loop_waits_for_io() -> None:
         return result, loop.time()
 
     assert run(main(), start=2.0) == ("done", 2.0)
+
+
+def test_advance_refuses_infinity_and_non_numbers() -> None:
+    loop = VirtualTimeLoop(start=5)
+    try:
+        with pytest.raises(ValueError, match=r"seconds must be finite, got inf"):
+            loop.advance(math.inf)
+        with pytest.raises(TypeError, match=r"seconds must be an int or a float, got '1'"):
+            loop.advance("1")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"got True"):
+            loop.advance(True)
+        assert loop.time() == 5.0
+    finally:
+        loop.close()
+
+
+# -- autojump ----------------------------------------------------------------------------------
+
+
+def test_autojump_is_on_by_default_and_settable() -> None:
+    loop = VirtualTimeLoop()
+    try:
+        assert loop.autojump is True
+        loop.autojump = False
+        assert loop.autojump is False
+        with pytest.raises(TypeError, match=r"autojump must be True or False, got 1"):
+            loop.autojump = 1  # type: ignore[assignment]
+        assert loop.autojump is False
+    finally:
+        loop.close()
+    manual = VirtualTimeLoop(autojump=False)
+    try:
+        assert manual.autojump is False
+    finally:
+        manual.close()
+
+
+def test_without_autojump_an_idle_loop_waits_for_io_and_the_clock_stays() -> None:
+    def work() -> str:
+        time.sleep(0.005)  # real time passes in a thread; the loop must wait for it, not jump
+        return "done"
+
+    async def main() -> tuple[str, float, list[float]]:
+        loop = asyncio.get_running_loop()
+        fired: list[float] = []
+        loop.call_later(1, lambda: fired.append(loop.time()))  # pending, never reached
+        result = await loop.run_in_executor(None, work)
+        return result, loop.time(), fired
+
+    loop = VirtualTimeLoop(start=3.0, autojump=False)
+    try:
+        assert loop.run_until_complete(main()) == ("done", 3.0, [])
+    finally:
+        loop.close()
+
+
+# -- VirtualClock on asyncio -------------------------------------------------------------------
+
+
+def _schedule(log: list[tuple[str, float]], *delays: float) -> None:
+    loop = asyncio.get_running_loop()
+    for delay in delays:
+        loop.call_later(delay, lambda d=delay: log.append((f"at +{d}", loop.time())))
+
+
+@pytest.mark.parametrize("autojump", [True, False])
+def test_clock_advance_runs_each_timer_at_its_own_deadline(autojump: bool) -> None:
+    async def main() -> None:
+        clock = VirtualClock()
+        clock.autojump = autojump
+        log: list[tuple[str, float]] = []
+        _schedule(log, 30, 10, 20.5, 10, 45)
+        await clock.advance(25)
+        # Both at +10 in scheduling order, each seeing its own deadline, not the end of the span.
+        assert log == [("at +10", 110.0), ("at +10", 110.0), ("at +20.5", 120.5)]
+        assert clock.time() == 125.0  # the end of the span, exactly; the timer at 130 waits
+        await clock.advance(5)
+        assert log[3:] == [("at +30", 130.0)]
+        assert clock.time() == 130.0
+
+    run(main(), start=100.0)
+
+
+def test_clock_advance_runs_what_the_timers_wake_and_schedule_within_the_span() -> None:
+    async def sleeper(name: str, delay: float, log: list[tuple[str, float]]) -> None:
+        await asyncio.sleep(delay)
+        log.append((name, asyncio.get_running_loop().time()))
+        if name == "first":  # a timer scheduled by a woken task, still inside the span
+            await asyncio.sleep(1.5)
+            log.append(("first again", asyncio.get_running_loop().time()))
+
+    async def main() -> list[tuple[str, float]]:
+        clock = VirtualClock()
+        clock.autojump = False
+        log: list[tuple[str, float]] = []
+        tasks = [
+            asyncio.create_task(sleeper("first", 1, log)),
+            asyncio.create_task(sleeper("second", 2, log)),
+            asyncio.create_task(sleeper("late", 9, log)),
+        ]
+        await clock.advance(3)
+        assert [task.done() for task in tasks] == [True, True, False]
+        tasks[2].cancel()
+        return log
+
+    assert run(main()) == [("first", 1.0), ("second", 2.0), ("first again", 2.5)]
+
+
+def test_clock_advance_zero_only_lets_ready_work_run() -> None:
+    async def main() -> None:
+        clock = VirtualClock()
+        started: list[float] = []
+
+        async def worker() -> None:
+            started.append(clock.time())
+            await asyncio.sleep(1)
+            started.append(clock.time())
+
+        task = asyncio.create_task(worker())
+        await clock.advance(0)
+        assert started == [7.0]  # ran up to its sleep; the clock did not move
+        assert clock.time() == 7.0
+        await task  # autojump takes it from here
+        assert started == [7.0, 8.0]
+
+    run(main(), start=7.0)
+
+
+@pytest.mark.parametrize(
+    ("start", "when"),
+    [
+        (0.8681078156023432, 32196.11311510039),
+        (1.36, 3.53),
+        (279.404, math.nextafter(279.404, math.inf)),
+    ],
+    ids=["rounds-below", "rounds-above", "one-ulp-later"],
+)
+def test_clock_advance_stops_exactly_at_deadlines_float_rounding_or_not(
+    start: float, when: float
+) -> None:
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        seen: list[float] = []
+        loop.call_at(when, lambda: seen.append(loop.time()))
+        await VirtualClock().advance(when - start + 1)
+        return seen
+
+    assert run(main(), start=start) == [when]
+
+
+def test_clock_advance_does_not_let_autojump_overshoot() -> None:
+    async def main() -> None:
+        clock = VirtualClock()
+        loop = asyncio.get_running_loop()
+        loop.call_later(5, pytest.fail, "ran past the span")
+        await clock.advance(4)
+        assert clock.time() == 4.0
+
+    run(main())
+
+
+def test_clock_advance_by_two_tasks_at_once_is_refused() -> None:
+    async def main() -> None:
+        clock = VirtualClock()
+        clock.autojump = False
+        asyncio.get_running_loop().call_later(1, lambda: None)
+        first = asyncio.create_task(clock.advance(10))
+        await asyncio.sleep(0)  # first is now waiting inside advance
+        with pytest.raises(RuntimeError, match="another task is already advancing"):
+            await clock.advance(1)
+        await first
+        assert clock.time() == 10.0
+
+    run(main())
+
+
+def test_a_cancelled_advance_leaves_the_loop_working() -> None:
+    async def main() -> None:
+        clock = VirtualClock()
+        clock.autojump = False
+        advancing = asyncio.create_task(clock.advance(100))
+        await asyncio.sleep(0)
+        advancing.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await advancing
+        clock.autojump = True
+        await asyncio.sleep(3)  # autojump is back in charge
+        assert clock.time() == 3.0
+        await clock.advance(2)  # and a new advance is accepted
+        assert clock.time() == 5.0
+
+    run(main())
+
+
+@pytest.mark.parametrize(
+    ("seconds", "error", "message"),
+    [
+        (-1, ValueError, r"seconds must be >= 0, got -1"),
+        (math.nan, ValueError, r"seconds must be >= 0, got nan"),
+        (math.inf, ValueError, r"seconds must be finite, got inf"),
+        ("1", TypeError, r"seconds must be an int or a float, got '1'"),
+        (None, TypeError, r"seconds must be an int or a float, got None"),
+    ],
+)
+def test_clock_advance_refuses_bad_seconds(seconds: object, error: type, message: str) -> None:
+    async def main() -> float:
+        clock = VirtualClock()
+        with pytest.raises(error, match=message):
+            await clock.advance(seconds)  # type: ignore[arg-type]
+        return clock.time()
+
+    assert run(main(), start=1.0) == 1.0
+
+
+def test_clock_without_autojump_lets_real_io_and_timers_meet() -> None:
+    # The case autojump breaks: a server that drops a client idle for 3 s, tested over a real
+    # socket. With autojump on, virtual time would race past 3 s while the bytes are in flight.
+    async def main() -> tuple[bytes, bytes, float]:
+        clock = VirtualClock()
+        clock.autojump = False
+
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                while True:
+                    async with asyncio.timeout(3):
+                        line = await reader.readline()
+                    writer.write(b"echo " + line)
+            except TimeoutError:
+                writer.write(b"idle, bye\n")
+            writer.close()
+
+        server = await asyncio.start_server(serve, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"ping\n")
+        echo = await reader.readline()  # real I/O: the clock stays where it is
+        assert clock.time() == 0.0
+        await clock.advance(2.9)
+        assert not reader.at_eof()
+        await clock.advance(0.2)  # 3 s after the ping the server gives up
+        bye = await reader.readline()
+        writer.close()
+        server.close()
+        await server.wait_closed()
+        return echo, bye, clock.time()
+
+    assert run(main()) == (b"echo ping\n", b"idle, bye\n", 3.1)
+
+
+def test_clock_restores_the_autojump_it_changed() -> None:
+    loop = VirtualTimeLoop()
+    try:
+
+        async def main() -> VirtualClock:
+            clock = VirtualClock()
+            clock.autojump = False
+            clock.autojump = False
+            assert clock.autojump is False
+            return clock
+
+        clock = loop.run_until_complete(main())
+        assert loop.autojump is False
+        clock._restore_autojump()
+        assert loop.autojump is True
+    finally:
+        loop.close()
+
+
+def test_clock_refuses_a_non_bool_autojump() -> None:
+    async def main() -> bool:
+        clock = VirtualClock()
+        with pytest.raises(TypeError, match=r"autojump must be True or False, got 'no'"):
+            clock.autojump = "no"  # type: ignore[assignment]
+        return clock.autojump
+
+    assert run(main()) is True
+
+
+def test_clock_outside_any_loop_says_so() -> None:
+    clock = VirtualClock()
+    assert repr(clock) == "<VirtualClock>"
+    with pytest.raises(RuntimeError, match="no asyncio event loop and no trio run is running"):
+        clock.time()
+    with pytest.raises(RuntimeError, match="no asyncio event loop and no trio run is running"):
+        clock.autojump = False
+
+
+def test_clock_on_a_real_loop_says_how_to_get_virtual_time() -> None:
+    async def main() -> None:
+        clock = VirtualClock()
+        with pytest.raises(RuntimeError, match=r"_UnixSelectorEventLoop, has a real clock") as info:
+            clock.time()
+        assert "aiowheel-virtual" in str(info.value)
+        assert "MockClock(autojump_threshold=0)" in str(info.value)
+        with pytest.raises(RuntimeError, match="has a real clock"):
+            await clock.advance(1)
+
+    asyncio.run(main())
+
+
+# -- VirtualClock on trio ----------------------------------------------------------------------
+
+
+def test_clock_on_trio_advances_the_mock_clock_deadline_by_deadline() -> None:
+    trio = pytest.importorskip("trio")
+    from trio.testing import MockClock
+
+    async def main() -> None:
+        clock = VirtualClock()
+        assert clock.time() == 0.0
+        await trio.sleep(100)  # autojump
+        assert clock.time() == 100.0
+        assert clock.autojump is True
+        clock.autojump = False
+        log: list[tuple[str, float]] = []
+
+        async def sleeper(name: str, delay: float) -> None:
+            await trio.sleep(delay)
+            log.append((name, trio.current_time()))
+
+        async with trio.open_nursery() as nursery:
+            for name, delay in [("c", 30.0), ("a", 10.0), ("b", 20.5)]:
+                nursery.start_soon(sleeper, name, delay)
+            await clock.advance(25)
+            assert sorted(log) == [("a", 110.0), ("b", 120.5)]  # each at its own deadline
+            assert clock.time() == 125.0
+            await clock.advance(5)
+        assert log[2:] == [("c", 130.0)]
+        await clock.advance(0)
+        assert clock.time() == 130.0
+
+    mock = MockClock(autojump_threshold=0)
+    trio.run(main, clock=mock)
+    assert mock.autojump_threshold == math.inf  # switched off; the fixture would restore it
+
+
+def test_clock_on_trio_restores_the_threshold_it_changed() -> None:
+    trio = pytest.importorskip("trio")
+    from trio.testing import MockClock
+
+    async def main() -> VirtualClock:
+        clock = VirtualClock()
+        clock.autojump = True
+        return clock
+
+    mock = MockClock(autojump_threshold=0.25)
+    clock = trio.run(main, clock=mock)
+    assert mock.autojump_threshold == 0.0
+    clock._restore_autojump()
+    assert mock.autojump_threshold == 0.25
+
+
+def test_clock_on_trio_with_a_real_clock_says_so() -> None:
+    trio = pytest.importorskip("trio")
+
+    async def main() -> None:
+        with pytest.raises(RuntimeError, match=r"this trio run's clock is .*, a real one"):
+            VirtualClock().time()
+
+    trio.run(main)
