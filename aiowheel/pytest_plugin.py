@@ -9,7 +9,7 @@ with ``-p no:aiowheel``). It provides:
       @pytest.mark.asyncio(loop_factories=["aiowheel-virtual"])
 
   - ``"aiowheel-virtual"``: :class:`aiowheel.testing.VirtualTimeLoop`, asyncio in virtual time;
-  - ``"aiowheel"``: the wheel-backed asyncio loop (:func:`aiowheel.new_event_loop`);
+  - ``"aiowheel"``: the wheel-backed asyncio loop (:func:`aiowheel.loop.new_event_loop`);
   - ``"aiowheel-uvloop"``: the same on uvloop (the test is skipped if uvloop is not installed);
   - ``"asyncio"``: the loop pytest-asyncio makes by default (``asyncio.new_event_loop()``, so
     an event loop policy still applies), for comparing against it.

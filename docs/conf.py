@@ -109,6 +109,8 @@ nitpick_ignore_regex = [
     # documents the Spark functions at package level and the schema as
     # aiowheel.spark.stream.EXPIRY_SCHEMA.
     (r"py:data", r"EXPIRY_SCHEMA"),
+    # aiowheel.pytest_plugin's alias for a zero-argument loop factory, Callable[[], loop].
+    (r"py:class", r"LoopFactory"),
 ]
 
 
