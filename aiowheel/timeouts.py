@@ -53,9 +53,8 @@ from aiowheel._checks import check_deadline, check_ticks
 
 if TYPE_CHECKING:
     from aiowheel._backends import CancelScope
-    from aiowheel._impl import TimerHandle
 
-__all__ = ["Timeout", "TimerLike"]
+__all__ = ["FiledDeadline", "Timeout", "TimerLike"]
 
 # The states of asyncio.timeouts.Timeout, with its names.
 _CREATED = "created"
@@ -63,6 +62,17 @@ _ENTERED = "active"
 _EXPIRING = "expiring"
 _EXPIRED = "expired"
 _EXITED = "finished"
+
+
+class FiledDeadline(Protocol):
+    """What a :class:`Timeout` needs of the handle its Timer's ``call_at`` returns
+    (:class:`aiowheel.TimerHandle` is one)."""
+
+    def when(self) -> float:
+        """The deadline the entry is filed for."""
+
+    def cancel(self) -> object:
+        """Take the entry off the wheel; a no-op if it already fired or was cancelled."""
 
 
 class TimerLike(Protocol):
@@ -75,7 +85,7 @@ class TimerLike(Protocol):
     def time(self) -> float:
         """The Timer's clock."""
 
-    def call_at(self, when: float, callback: Callable[[], object], /) -> TimerHandle:
+    def call_at(self, when: float, callback: Callable[[], object], /) -> FiledDeadline:
         """File ``callback`` on the wheel for ``when``."""
 
     def _open_cancel_scope(self) -> CancelScope:
@@ -112,7 +122,7 @@ class Timeout:
     # The deadline, checked: an int or a float within the wheel's reach; None for none.
     _when: float | None
     # The wheel entry, filed at or before _when (never after); None if none is filed.
-    _handle: TimerHandle | None
+    _handle: FiledDeadline | None
 
     def __init__(self, timer: TimerLike, when: SupportsFloat | None, *, fail: bool) -> None:
         self._timer = timer
