@@ -20,7 +20,14 @@ cycle (``tests/test_layers.py`` checks it, and holds the layer of every module):
 from aiowheel._impl import Entry, HierarchicalWheel
 from aiowheel.exceptions import JobCancelled, PendingLimitError
 from aiowheel.idle import IdleTimeouts
-from aiowheel.loop import WheelLoop, WheelStats, loop_factory, new_event_loop, run
+from aiowheel.loop import (
+    WheelLoop,
+    WheelStats,
+    loop_factory,
+    new_event_loop,
+    new_uvloop_event_loop,
+    run,
+)
 from aiowheel.timeouts import Timeout
 from aiowheel.timer import Job, Timer, TimerHandle, TimerStats
 
@@ -39,6 +46,7 @@ __all__ = [
     "WheelStats",
     "loop_factory",
     "new_event_loop",
+    "new_uvloop_event_loop",
     "run",
 ]
 __version__ = "0.1.0"

@@ -154,8 +154,33 @@ def test_missing_uvloop_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
             new_event_loop(uvloop=True)
         with pytest.raises(ImportError, match="uvloop"):
             loop_factory(uvloop=True)
+        # The zero-argument factory says which extra, and where to go without it.
+        with pytest.raises(ImportError, match=r"aiowheel\[uvloop\].*new_event_loop"):
+            aiowheel.loop.new_uvloop_event_loop()
     finally:
         aiowheel.loop._uvloop_class.cache_clear()
+
+
+def test_new_uvloop_event_loop_is_the_uvloop_twin_with_the_defaults() -> None:
+    pytest.importorskip("uvloop")
+    import uvloop
+
+    loop = aiowheel.loop.new_uvloop_event_loop()
+    try:
+        assert isinstance(loop, uvloop.Loop)
+        assert isinstance(loop, WheelLoop)
+        reference = new_event_loop(uvloop=True)
+        try:
+            assert (loop.wheel.tick, loop.wheel.wheel_size, loop.min_delay) == (
+                reference.wheel.tick,
+                reference.wheel.wheel_size,
+                reference.min_delay,
+            )
+        finally:
+            reference.close()
+        assert loop.run_until_complete(asyncio.sleep(0, "ran")) == "ran"
+    finally:
+        loop.close()
 
 
 @pytest.mark.parametrize(
