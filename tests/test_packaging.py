@@ -243,6 +243,7 @@ def test_the_sdist_holds_the_package_sources_and_nothing_else(dists: tuple[Path,
     assert {"aiowheel/_cwheel.pyx", "aiowheel/_ctimercore.pxi", "aiowheel/_cwheel.pyi"} <= package
     metadata_files = {name for name in names if name.startswith("aiowheel.egg-info/")}
     assert names - package - metadata_files == {
+        "LICENSE",
         "MANIFEST.in",
         "PKG-INFO",
         "README.md",
