@@ -141,7 +141,7 @@ async def closed_by_server(reader: asyncio.StreamReader) -> None:
     assert await reader.read() == b""
 
 
-# -- the factory itself ------------------------------------------------------------------------
+# -- uvicorn's --loop flag ---------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("name", list(FACTORIES.values()))
@@ -150,6 +150,15 @@ def test_uvicorn_reads_the_flag_as_the_factory_itself(name: str) -> None:
     (before 0.36 the flag took only the names of uvicorn's own loop set-ups)."""
     config = uvicorn.Config(app, loop=name)
     assert config.get_loop_factory() is getattr(aiowheel.loop, name.split(":")[1])
+
+
+@pytest.mark.filterwarnings("ignore:coroutine 'Server.serve' was never awaited:RuntimeWarning")
+def test_uvicorn_with_loop_factory_itself_as_the_flag_fails_before_serving() -> None:
+    """``--loop aiowheel.loop:loop_factory`` is the mistake docs/servers.md warns of:
+    ``loop_factory`` makes a factory, so uvicorn gets a factory where it expects a loop."""
+    config = uvicorn.Config(app, loop="aiowheel.loop:loop_factory", log_config=None)
+    with pytest.raises(AttributeError, match=r"'functools\.partial' object has no attribute"):
+        uvicorn.Server(config).run()
 
 
 # -- uvicorn -----------------------------------------------------------------------------------
