@@ -1,8 +1,9 @@
-"""The benchmark suite runs: ``benchmarks/suite.py --quick`` prints its tables and writes its files.
+"""The benchmarks run: ``benchmarks/suite.py --quick`` and ``benchmarks/bench_servers.py --quick``
+print their tables and write their files.
 
-One smoke run in a subprocess, as a user would start it, writing to a temporary directory. These
-tests check that every scenario ran and reported, never how fast anything was: speed belongs in
-the benchmark's own output.
+One smoke run of each in a subprocess, as a user would start it, writing to a temporary
+directory. These tests check that every scenario ran and reported, never how fast anything was:
+speed belongs in the benchmark's own output.
 """
 
 from __future__ import annotations
@@ -88,3 +89,86 @@ def test_unknown_scenario_is_refused() -> None:
     done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "invalid choice: 'nonesuch'" in done.stderr
+
+
+# -- benchmarks/bench_servers.py: real servers on the four loops --------------------------------
+
+SERVER_VARIANTS = ["asyncio", "asyncio+wheel", "uvloop", "uvloop+wheel"]
+SERVER_SCENARIOS = ["uvicorn", "websockets"]
+
+
+@pytest.fixture(scope="module")
+def servers_quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    """stdout of ``bench_servers.py --quick --out DIR``, and DIR."""
+    out = tmp_path_factory.mktemp("servers")
+    command = [sys.executable, str(BENCHMARKS / "bench_servers.py"), "--quick", "--out", str(out)]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout, out
+
+
+def test_servers_every_variant_served_every_connection(servers_quick_run: tuple[str, Path]) -> None:
+    """Each scenario ran on every variant (uvloop's two when it is installed), every connection
+    of the fleet was opened and served, and the wheel variants' servers ran on the wheel loop
+    with their timers on the wheel; the plain ones did not."""
+    _, out = servers_quick_run
+    results = json.loads((out / "servers.json").read_text())
+    try:
+        import uvloop  # noqa: F401 - only whether it imports
+    except ImportError:
+        variants = SERVER_VARIANTS[:2]
+    else:
+        variants = SERVER_VARIANTS
+    assert sorted(results["scenarios"]) == sorted(SERVER_SCENARIOS)
+    for scenario, rows in results["scenarios"].items():
+        assert list(rows) == variants
+        for variant, row in rows.items():
+            where = (scenario, variant)
+            assert row["connections"] == results["connections"], where
+            assert row["connect_errors"] == 0, where
+            stats = row["stats"]
+            if variant.endswith("+wheel"):
+                assert stats["loop"] in {"WheelEventLoop", "WheelUVLoop"}, where
+                assert stats["wheel_timers"] > 0, where
+                assert stats["cancelled"] > 0, where  # keep-alive or pong timeouts
+            else:
+                assert stats["wheel_timers"] is None, where
+        if scenario == "uvicorn":
+            assert all(row["requests_per_s"] > 0 for row in rows.values())
+            assert all(row["request_errors"] == 0 for row in rows.values())
+        else:
+            assert all(row["alive"] == row["connections"] for row in rows.values())
+            assert all(row["pings_per_s"] > 0 for row in rows.values())
+
+
+def test_servers_tables_side_by_side_and_files(servers_quick_run: tuple[str, Path]) -> None:
+    stdout, out = servers_quick_run
+    tables = [section for section in stdout.split("\n## ")[1:] if "| variant " in section]
+    assert len(tables) == 2
+    for table in tables:
+        rows = [line for line in table.splitlines() if line.startswith("| ")]
+        assert "vs no wheel" in rows[0]
+        plain = [row for row in rows if row.startswith(("| asyncio ", "| uvloop "))]
+        assert plain and all("1.00x" in row for row in plain)  # each against itself
+    markdown = (out / "servers.md").read_text()
+    assert markdown.count("| asyncio+wheel ") == 2
+    pytest.importorskip("matplotlib")
+    assert "](servers.png)" in markdown
+    assert (out / "servers.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_servers_bad_arguments_are_refused() -> None:
+    script = str(BENCHMARKS / "bench_servers.py")
+    for arguments, message in (
+        (["--scenarios", "nonesuch"], "invalid choice: 'nonesuch'"),
+        (["--connections", "0"], "--connections, --rounds and --clients must be at least 1"),
+    ):
+        done = subprocess.run(
+            [sys.executable, script, *arguments],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 2, arguments
+        assert message in done.stderr, done.stderr
