@@ -16,7 +16,8 @@ The layers, lowest first (``aiowheel/__init__.py`` states the same):
 2. the pure Timer core :mod:`aiowheel._timercore` (over the pure wheel);
 3. the selector :mod:`aiowheel._impl`;
 4. the Timer layer: :mod:`aiowheel.timer` and :mod:`aiowheel.timeouts`;
-5. features on the Timer: :mod:`aiowheel.idle`, the event loop :mod:`aiowheel.loop`;
+5. features on the Timer: :mod:`aiowheel.idle`, the event loop :mod:`aiowheel.loop` (a package:
+   one module per base loop);
 6. edges: the package itself, the CLI, the demo, test support and the Spark pipeline.
 
 From layer 4 up, the twins are reached only through :mod:`aiowheel._impl`: importing
@@ -49,6 +50,9 @@ LAYERS: dict[str, int] = {
     "aiowheel.timer": 4,
     "aiowheel.idle": 5,
     "aiowheel.loop": 5,
+    "aiowheel.loop._wheelloop": 5,
+    "aiowheel.loop._selector": 5,
+    "aiowheel.loop._uvloop": 5,
     "aiowheel": 6,
     "aiowheel.__main__": 6,
     "aiowheel.demo": 6,
