@@ -66,14 +66,18 @@ rather than cascading down through several extra driver passes.
 
 Guarantees, compared with asyncio's:
 
-* **Never early**, for every wheel timer: its callback runs only once ``loop.time() >=
-  handle.when()``. (asyncio runs a timer up to ``clock_resolution`` early, uvloop up to about a
-  millisecond early.) The price is lateness of up to one ``tick`` plus the base loop's own wakeup
-  granularity (1 ms for epoll and for uvloop's clock). Timers routed to the base loop keep the
-  base loop's behaviour.
+* **Never early**, for every timer the loop hands out: a callback runs only once ``loop.time() >=
+  when``. (asyncio runs a timer up to ``clock_resolution`` early, uvloop up to half a
+  millisecond early, as it rounds delays to the nearest millisecond.) For a wheel timer the price
+  is lateness of up to one ``tick`` plus the base loop's own wakeup granularity (1 ms for epoll
+  and for uvloop's clock). Timers routed to the base loop keep the base loop's precision, except
+  that on uvloop each is armed for the first millisecond at or after its ``when`` rather than the
+  nearest one: up to a millisecond later than uvloop would run it, never earlier.
 * **Total order** among wheel timers: by deadline, equal deadlines in scheduling order. asyncio
   leaves equal deadlines unordered. There is no order *between* a wheel timer and a base-loop
-  timer due in the same iteration: on the selector loop the wheel timer runs one iteration later.
+  timer due in the same iteration: on the selector loop the wheel timer runs one iteration later,
+  so of two timers with equal deadlines, one scheduled below ``min_delay`` and one above, the
+  base-loop one can run first whatever the scheduling order.
 * **Cancellation frees at once**: ``cancel()`` takes the timer off the wheel in O(1), so the
   handle, its callback and its context are released immediately; asyncio keeps cancelled handles
   in its heap until they reach the top or make up half of it.
