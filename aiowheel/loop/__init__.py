@@ -17,14 +17,17 @@ asked for, a ``WheelUVLoop`` (``uvloop.Loop`` plus the wheel); :class:`WheelLoop
 have in common.
 
 One module per base loop, as anyio keeps one per backend: ``_wheelloop`` holds what every base
-shares (:class:`WheelLoop`, the routing, the driver, :class:`TimerHandle`), ``_selector`` the
-selector base and ``_uvloop`` the uvloop base, which alone imports uvloop. This module chooses
-between them and is the public API.
+shares (:class:`WheelLoop`, the routing, the driver), ``_selector`` the selector base and
+``_uvloop`` the uvloop base, which alone imports uvloop. This module chooses between them and is
+the public API. The wheel timers themselves -- their handle, filing, cancelling, advancing -- are
+a ``LoopCore`` from :mod:`aiowheel._impl`: compiled if the extension is built, else the pure
+specification :mod:`aiowheel._loopcore`.
 
 Routing. A timer whose delay (``when - loop.time()`` at the call) is at least ``min_delay`` goes
-on the wheel and its handle is this package's :class:`TimerHandle`, a subclass of
-``asyncio.TimerHandle``. Every other timer goes to the base loop unchanged and gets the base
-loop's own handle:
+on the wheel and its handle is this package's :class:`TimerHandle`: with the compiled core a C
+object with ``asyncio.TimerHandle``'s API (like uvloop's handles, not an instance of it), with
+the pure one a subclass of ``asyncio.TimerHandle``. Every other timer goes to the base loop
+unchanged and gets the base loop's own handle:
 
 * shorter than ``min_delay`` (default ``4 * tick``): rounding a deadline up to a whole tick would
   add up to 25 % or more to such a delay, and short timers are almost all sleeps and back-offs
@@ -120,8 +123,9 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-# The public classes are documented, and named in annotations, as this package's.
-for _public in (TimerHandle, WheelEventLoop, WheelLoop, WheelStats):
+# The public classes are documented, and named in annotations, as this package's. (Not the
+# handle: it is aiowheel._impl's, and the compiled one's type cannot be changed.)
+for _public in (WheelEventLoop, WheelLoop, WheelStats):
     _public.__module__ = __name__
 del _public
 

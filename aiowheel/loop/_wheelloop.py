@@ -16,7 +16,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, SupportsFloat, SupportsIndex, TypeVarTuple, Unpack
 
 from aiowheel._checks import check_deadline, check_length, deadline_after
-from aiowheel._impl import Entry, HierarchicalWheel
+from aiowheel._impl import HierarchicalWheel, LoopCore
+from aiowheel._impl import LoopTimerHandle as TimerHandle
 
 __all__ = ["FAR_DELAY", "TimerHandle", "WheelLoop", "WheelStats", "resolve_min_delay"]
 
@@ -25,25 +26,8 @@ _Ts = TypeVarTuple("_Ts")
 #: Timers further away than this (seconds) stay on the base loop: 100 years, uvloop's own cap.
 FAR_DELAY = 100 * 365 * 24 * 3600.0
 
-# HierarchicalWheel refuses deadlines 2**52 ticks or more from zero; stay well inside that.
-_WHEEL_TICKS = 2**50
-
 # Default min_delay, in ticks: below 4 ticks, rounding up to a tick would add >= 25 %.
 _MIN_DELAY_TICKS = 4
-
-
-class TimerHandle(asyncio.TimerHandle):
-    """The handle of a timer on the wheel: an ``asyncio.TimerHandle`` in every respect.
-
-    ``when()``, ``cancel()``, ``cancelled()``, ordering, hashing and ``repr`` are asyncio's own.
-    ``cancel()`` reaches the loop through ``loop._timer_handle_cancelled``, as asyncio's does,
-    and the loop takes the timer off the wheel there.
-    """
-
-    __slots__ = ("_entry",)
-
-    # The timer's place on the wheel; None once cancelled. Inert (not pending) once it fired.
-    _entry: Entry[TimerHandle] | None
 
 
 class WheelStats(NamedTuple):
@@ -83,29 +67,14 @@ class WheelLoop(asyncio.AbstractEventLoop):
     :meth:`_arm_driver` and :meth:`_dispatch`.
     """
 
-    # The wheel; its payloads are the handles this loop returned.
-    _wheel: HierarchicalWheel[TimerHandle]
-    # Timers with a delay below this stay on the base loop.
-    _min_delay: float
-    # The base-loop timer that will advance the wheel, or None while the wheel is empty.
+    # The wheel's timers: the wheel, their handles and their bookkeeping (compiled if built).
+    _core: LoopCore
+    # The base-loop timer that will advance the wheel, or None while the wheel is empty; armed
+    # for _core.driver_when.
     _driver: asyncio.Handle | None
-    # The time _driver is armed for, inf when it is not. No level-0 bucket expires before it;
-    # a higher-level bucket may, and is cascaded when the driver runs (see _call_on_wheel).
-    _driver_when: float
     # The context the driver runs in: empty, so that it keeps no caller's context alive.
     _driver_context: contextvars.Context
-    # loop.time() of the last wheel.advance; the wheel's clock is at most one tick behind it.
-    _advanced_to: float
-    # How far the wheel's clock may lag before an add moves it up: level 0's span.
-    _catch_up_after: float
-    # Deadlines from here on are beyond what the wheel takes (with a tiny tick, the loop's
-    # clock plus FAR_DELAY can be); they go to the base loop like far timers.
-    _latest_deadline: float
-    _wheel_timers: int
     _base_timers: int
-    _cancelled_timers: int
-    _fired_timers: int
-    _driver_wakeups: int
 
     def _init_wheel(
         self,
@@ -116,22 +85,11 @@ class WheelLoop(asyncio.AbstractEventLoop):
     ) -> None:
         """Set up the wheel; called by the concrete class once the base loop is initialised
         (its ``time()`` must work)."""
-        wheel: HierarchicalWheel[TimerHandle] = HierarchicalWheel(
-            tick, wheel_size, start=self.time()
-        )
-        self._wheel = wheel
-        self._min_delay = resolve_min_delay(min_delay, wheel.tick)
+        wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)  # checks them
+        self._core = LoopCore(self, tick, wheel_size, resolve_min_delay(min_delay, wheel.tick))
         self._driver = None
-        self._driver_when = math.inf
         self._driver_context = contextvars.Context()
-        self._advanced_to = self.time()
-        self._catch_up_after = wheel.wheel_size * wheel.tick
-        self._latest_deadline = _WHEEL_TICKS * wheel.tick
-        self._wheel_timers = 0
         self._base_timers = 0
-        self._cancelled_timers = 0
-        self._fired_timers = 0
-        self._driver_wakeups = 0
 
     # -- the asyncio API --------------------------------------------------------------------
 
@@ -152,15 +110,13 @@ class WheelLoop(asyncio.AbstractEventLoop):
             raise TypeError("delay must not be None")
         now = self.time()
         when = now + delay
+        core = self._core
         # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
-        if self._min_delay <= delay <= FAR_DELAY and when < self._latest_deadline:
+        if core.min_delay <= delay <= FAR_DELAY and when < core.latest_deadline:
             deadline = when if type(delay) is float else deadline_after(now, delay)
-            timer: asyncio.TimerHandle = self._call_on_wheel(
-                now, when, deadline, callback, args, context=context
-            )
-        else:
-            timer = self._call_on_base(when, delay, callback, args, context)
-        # Drop this frame and the _call_on_* frame: the traceback ends at the caller.
+            return core.call_on_wheel(now, when, deadline, callback, args, context)
+        timer = self._call_on_base(when, delay, callback, args, context)
+        # Drop this frame and the _call_on_base frame: the traceback ends at the caller.
         traceback = timer._source_traceback  # type: ignore[attr-defined]  # private in typeshed
         if traceback:
             del traceback[-2:]
@@ -182,13 +138,11 @@ class WheelLoop(asyncio.AbstractEventLoop):
             raise TypeError("when cannot be None")
         now = self.time()
         delay = when - now
-        if self._min_delay <= delay <= FAR_DELAY and when < self._latest_deadline:
+        core = self._core
+        if core.min_delay <= delay <= FAR_DELAY and when < core.latest_deadline:
             deadline = when if type(when) is float else check_deadline(when, "when")
-            timer: asyncio.TimerHandle = self._call_on_wheel(
-                now, when, deadline, callback, args, context=context
-            )
-        else:
-            timer = self._call_on_base(when, delay, callback, args, context)
+            return core.call_on_wheel(now, when, deadline, callback, args, context)
+        timer = self._call_on_base(when, delay, callback, args, context)
         traceback = timer._source_traceback  # type: ignore[attr-defined]  # private in typeshed
         if traceback:
             del traceback[-2:]
@@ -198,92 +152,43 @@ class WheelLoop(asyncio.AbstractEventLoop):
         """Close the base loop, then empty the wheel: pending timers are dropped, not run."""
         super().close()  # the base loop's: next in the MRO
         self._driver = None
-        self._driver_when = math.inf
-        # Dropping each entry's payload breaks the handle -> entry -> handle cycle, so the
-        # handles go now rather than at the next garbage collection.
-        for entry in self._wheel.remove_all():
-            entry.payload = None
+        self._core.close()
 
     def _timer_handle_cancelled(self, handle: asyncio.TimerHandle) -> None:
         """Called by ``asyncio.TimerHandle.cancel``: take a wheel timer off the wheel at once.
 
-        Any other handle is the base loop's: see :meth:`_base_timer_cancelled`.
+        Any other handle is the base loop's: see :meth:`_base_timer_cancelled`. (The compiled
+        handle takes itself off the wheel without calling this.)
         """
-        if not isinstance(handle, TimerHandle):
+        if isinstance(handle, TimerHandle):
+            self._core.cancel(handle)
+        else:
             self._base_timer_cancelled(handle)
-            return
-        entry = handle._entry
-        if entry is None:
-            return
-        handle._entry = None
-        emptied = self._wheel.remove_entry(entry)
-        if emptied is None:  # it had fired already
-            return
-        self._cancelled_timers += 1
-        if emptied:
-            # The last entry of its bucket: that may have been the bucket the driver is armed
-            # for. Any other cancellation leaves the next deadline where it was.
-            self._rearm()
 
     def wheel_stats(self) -> WheelStats:
         """Counters for tests and observability; see :class:`WheelStats`."""
+        core = self._core
         return WheelStats(
-            wheel_timers=self._wheel_timers,
+            wheel_timers=core.wheel_timers,
             base_timers=self._base_timers,
-            pending=len(self._wheel),
-            cancelled=self._cancelled_timers,
-            fired=self._fired_timers,
-            driver_wakeups=self._driver_wakeups,
-            levels=self._wheel.levels,
+            pending=len(core.wheel),
+            cancelled=core.cancelled,
+            fired=core.fired,
+            driver_wakeups=core.driver_wakeups,
+            levels=core.wheel.levels,
         )
 
     @property
     def wheel(self) -> HierarchicalWheel[TimerHandle]:
         """The wheel itself, for inspection; changing it bypasses the loop's bookkeeping."""
-        return self._wheel
+        wheel: HierarchicalWheel[TimerHandle] = self._core.wheel
+        return wheel
 
     @property
     def min_delay(self) -> float:
         """Timers with a shorter delay stay on the base loop."""
-        return self._min_delay
-
-    # -- scheduling -------------------------------------------------------------------------
-
-    def _call_on_wheel(
-        self,
-        now: float,
-        when: float,
-        deadline: float,
-        callback: Callable[..., object],
-        args: tuple[Any, ...],
-        *,
-        context: contextvars.Context | None,
-    ) -> TimerHandle:
-        """File a timer for ``when`` (``deadline`` is the same time as a float) on the wheel."""
-        # The checks asyncio's call_at makes (the base loop makes them for its own timers).
-        if self.is_closed():
-            raise RuntimeError("Event loop is closed")
-        if self.get_debug():
-            self._check_in_debug(callback)
-        timer = TimerHandle(when, callback, args, self, context)
-        wheel = self._wheel
-        if now - self._advanced_to >= self._catch_up_after:
-            next_deadline = wheel.next_deadline()
-            if next_deadline is None or next_deadline > now:
-                # Nothing is due, so this advance returns nothing: it only moves the clock.
-                wheel.advance(now)
-                self._advanced_to = now
-        # The routing keeps `deadline` finite and in the wheel's range: add's check is redundant.
-        timer._entry = wheel.add_entry(Entry(deadline, timer))
-        self._wheel_timers += 1
-        if deadline < self._driver_when:
-            # Only then can the driver be armed too late. A timer due at or after the driver
-            # may sit in a higher-level bucket that expires earlier, but the driver's pass
-            # cascades every bucket expired by then, so it still comes out on time.
-            next_deadline = wheel.next_deadline()
-            if next_deadline is not None and next_deadline < self._driver_when:
-                self._arm(next_deadline)
-        return timer
+        min_delay: float = self._core.min_delay
+        return min_delay
 
     # -- driving ----------------------------------------------------------------------------
 
@@ -293,32 +198,28 @@ class WheelLoop(asyncio.AbstractEventLoop):
         if driver is not None:
             driver.cancel()
         self._driver = self._arm_driver(deadline)
-        self._driver_when = deadline
+        self._core.driver_when = deadline
 
     def _rearm(self) -> None:
         """Point the driver at the wheel's next deadline, or disarm it if the wheel is empty."""
-        deadline = self._wheel.next_deadline()
+        deadline = self._core.wheel.next_deadline()
         if deadline is None:
             if self._driver is not None:
                 self._driver.cancel()
                 self._driver = None
-                self._driver_when = math.inf
-        elif deadline != self._driver_when:
+                self._core.driver_when = math.inf
+        elif deadline != self._core.driver_when:
             self._arm(deadline)
 
     def _on_wheel_due(self) -> None:
         """The driver: advance the wheel to now, re-arm, hand over what is due."""
         self._driver = None
-        self._driver_when = math.inf
-        self._driver_wakeups += 1
-        now = self.time()
-        due = self._wheel.advance(now)
-        self._advanced_to = now
+        self._core.driver_when = math.inf
+        due = self._core.advance(self.time())
         # Armed before anything runs, so that timers scheduled by the callbacks below can only
         # move the driver earlier, as they would at any other time.
         self._rearm()
         if due:
-            self._fired_timers += len(due)
             self._dispatch(due)
 
     # -- hooks for the base loop ------------------------------------------------------------
