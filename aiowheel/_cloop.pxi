@@ -13,6 +13,7 @@
 # _source_traceback, _repr, _when).
 
 import asyncio as _asyncio
+import time as _time
 from asyncio import format_helpers as _format_helpers
 
 # The class asyncio's handles are compared with; ours compare with theirs as theirs do.
@@ -151,8 +152,11 @@ cdef class LoopCore:
     :class:`aiowheel._loopcore.LoopCore`, its specification."""
 
     cdef readonly object loop
+    cdef readonly object clock
     cdef readonly HierarchicalWheel wheel
+    cdef readonly bint closed
     cdef readonly object min_delay
+    cdef readonly object far_delay
     cdef readonly object latest_deadline
     cdef public double driver_when
     cdef public double advanced_to
@@ -162,12 +166,16 @@ cdef class LoopCore:
     cdef readonly Py_ssize_t fired
     cdef readonly Py_ssize_t driver_wakeups
 
-    def __init__(self, loop, tick, wheel_size, min_delay):
+    def __init__(self, loop, tick, wheel_size, min_delay, far_delay):
         now = loop.time()
         wheel = HierarchicalWheel(tick, wheel_size, start=now)
         self.loop = loop
+        uses_monotonic = getattr(loop.time, "__func__", None) is _asyncio.BaseEventLoop.time
+        self.clock = _time.monotonic if uses_monotonic else loop.time
         self.wheel = wheel
+        self.closed = False
         self.min_delay = min_delay
+        self.far_delay = far_delay
         self.latest_deadline = 2**50 * wheel.tick
         self.driver_when = math.inf
         self.advanced_to = now
@@ -179,16 +187,23 @@ cdef class LoopCore:
 
     def call_on_wheel(self, double now, when, deadline, callback, tuple args, context):
         """File a timer for ``when`` (``deadline`` is the same time as a float) on the wheel."""
+        return self._schedule(now, when, deadline, callback, args, context, 1)
+
+    cdef LoopTimerHandle _schedule(
+        self, double now, object when, object deadline, object callback, tuple args,
+        object context, int caller_frame,
+    ):
+        """call_on_wheel; ``caller_frame`` is the frame (from the innermost Python one) where
+        the traceback of a debug-mode handle ends: none of this extension's functions has one."""
         cdef LoopTimerHandle handle
         cdef HierarchicalWheel wheel = self.wheel
         loop = self.loop
-        if loop.is_closed():
+        if self.closed:
             raise RuntimeError("Event loop is closed")
         handle = LoopTimerHandle.__new__(LoopTimerHandle)
         if loop.get_debug():
             loop._check_in_debug(callback)
-            # No frame of ours: the innermost is the loop's call_later / call_at.
-            handle._source_traceback = _format_helpers.extract_stack(_sys._getframe(1))
+            handle._source_traceback = _format_helpers.extract_stack(_sys._getframe(caller_frame))
         _init_entry(handle, deadline, callback)
         handle._when = when
         handle._args = args
@@ -234,7 +249,63 @@ cdef class LoopCore:
         return due
 
     def close(self):
-        """Empty the wheel: its timers are dropped, not run."""
+        """Empty the wheel: its timers are dropped, not run. Called once the loop is closed."""
+        self.closed = True
         self.driver_when = math.inf
         for entry in self.wheel.remove_all():
             _set(entry, _OFF_PAYLOAD, None)
+
+
+# The loop's call_later and call_at: functions the loop class takes as its methods (binding
+# makes them bind to the loop, as a Python function would), so no Python frame runs for a timer.
+
+
+@cython.binding(True)
+def loop_call_later(loop, delay, callback, *args, context=None):
+    """asyncio's ``call_later``, with the timer on the wheel if ``delay >= min_delay``.
+
+    On the wheel, a delay that is not an int or a float (a Fraction, a numpy scalar) is added
+    to the clock exactly, and the sum rounded up: the callback never runs before
+    ``loop.time() + delay``.
+    """
+    cdef LoopCore core
+    if delay is None:
+        raise TypeError("delay must not be None")
+    core = <LoopCore?>loop._core
+    now = core.clock()
+    when = now + delay
+    # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
+    if core.min_delay <= delay <= core.far_delay and when < core.latest_deadline:
+        deadline = when if type(delay) is float else deadline_after(now, delay)
+        return core._schedule(now, when, deadline, callback, args, context, 0)
+    return _on_base(loop, when, delay, callback, args, context)
+
+
+@cython.binding(True)
+def loop_call_at(loop, when, callback, *args, context=None):
+    """asyncio's ``call_at``, with the timer on the wheel if ``when - time() >= min_delay``.
+
+    On the wheel, a ``when`` that is not an int or a float (a Fraction, a numpy scalar) is
+    rounded up to a float: the callback never runs before ``when``.
+    """
+    cdef LoopCore core
+    if when is None:
+        raise TypeError("when cannot be None")
+    core = <LoopCore?>loop._core
+    now = core.clock()
+    delay = when - now
+    if core.min_delay <= delay <= core.far_delay and when < core.latest_deadline:
+        deadline = when if type(when) is float else check_deadline(when, "when")
+        return core._schedule(now, when, deadline, callback, args, context, 0)
+    return _on_base(loop, when, delay, callback, args, context)
+
+
+cdef object _on_base(object loop, object when, object delay, object callback, tuple args,
+                     object context):
+    """A timer the base loop's own way, through the loop's ``_call_on_base`` hook."""
+    timer = loop._call_on_base(when, delay, callback, args, context)
+    # Drop the hook's frame (none of ours has one): the traceback ends at the caller.
+    traceback = timer._source_traceback
+    if traceback:
+        del traceback[-1:]
+    return timer

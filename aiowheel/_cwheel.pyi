@@ -14,6 +14,8 @@ __all__ = [
     "TimerHandle",
     "ceil_ticks",
     "floor_ticks",
+    "loop_call_at",
+    "loop_call_later",
 ]
 
 P = TypeVar("P")
@@ -136,8 +138,17 @@ class LoopCore:
     fired: int
     driver_wakeups: int
 
+    clock: Callable[[], float]
+    closed: bool
+    far_delay: float
+
     def __init__(
-        self, loop: Any, tick: SupportsFloat, wheel_size: SupportsIndex, min_delay: float
+        self,
+        loop: Any,
+        tick: SupportsFloat,
+        wheel_size: SupportsIndex,
+        min_delay: float,
+        far_delay: float,
     ) -> None: ...
     def call_on_wheel(
         self,
@@ -151,3 +162,18 @@ class LoopCore:
     def cancel(self, handle: LoopTimerHandle) -> None: ...
     def advance(self, now: float) -> list[LoopTimerHandle]: ...
     def close(self) -> None: ...
+
+def loop_call_later(
+    loop: Any,
+    delay: float,
+    callback: Callable[..., object],
+    *args: Any,
+    context: Context | None = None,
+) -> Any: ...
+def loop_call_at(
+    loop: Any,
+    when: float,
+    callback: Callable[..., object],
+    *args: Any,
+    context: Context | None = None,
+) -> Any: ...

@@ -109,6 +109,8 @@ __all__ = [
     "TimerHandle",
     "ceil_ticks",
     "floor_ticks",
+    "loop_call_at",
+    "loop_call_later",
 ]
 
 include "_cint64.pxi"

@@ -3,8 +3,10 @@
 :class:`LoopCore` is what an :class:`aiowheel.loop.WheelLoop` delegates its wheel timers to: it
 owns the wheel, makes the handles (:class:`TimerHandle`, an ``asyncio.TimerHandle``), files them,
 takes them off the wheel when they are cancelled and hands the due ones to the loop's driver.
-The loop keeps the routing (wheel or base loop), the driver itself and the base-loop specific
-parts, and documents the guarantees.
+It also provides the loop's ``call_later`` and ``call_at`` (:func:`call_later`,
+:func:`call_at`: functions the loop class takes as its methods, so that the compiled twin runs
+them without a Python frame), which route a timer to the wheel or the base loop. The loop keeps
+the driver itself and the base-loop specific parts, and documents the guarantees.
 
 This module is the specification of that hot path; ``aiowheel/_cloop.pxi`` is its compiled twin
 (built into ``aiowheel._cwheel``), and :mod:`aiowheel._impl` chooses between the two along with
@@ -16,15 +18,19 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVarTuple, Unpack
 
+from aiowheel._checks import check_deadline, deadline_after
 from aiowheel.wheel import Entry, HierarchicalWheel
 
 if TYPE_CHECKING:
     from typing import SupportsFloat, SupportsIndex
 
-__all__ = ["LoopCore", "TimerHandle"]
+__all__ = ["LoopCore", "TimerHandle", "call_at", "call_later"]
+
+_Ts = TypeVarTuple("_Ts")
 
 # HierarchicalWheel refuses deadlines 2**52 ticks or more from zero; stay well inside that.
 WHEEL_TICKS = 2**50
@@ -59,13 +65,21 @@ class LoopCore:
         tick: SupportsFloat,
         wheel_size: SupportsIndex,
         min_delay: float,
+        far_delay: float,
     ) -> None:
         now = loop.time()
         wheel: HierarchicalWheel[TimerHandle] = HierarchicalWheel(tick, wheel_size, start=now)
         self.loop = loop
+        # loop.time, or the function it calls: asyncio's own loops read time.monotonic()
+        # through a Python method, and calling it directly spares a frame per timer.
+        uses_monotonic = getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time
+        self.clock: Callable[[], float] = time.monotonic if uses_monotonic else loop.time
         self.wheel = wheel
-        # Timers with a delay below this stay on the base loop (the loop routes them).
+        # Set by close(): asyncio's call_at refuses a closed loop, and so does call_on_wheel.
+        self.closed = False
+        # Timers with a delay below min_delay or above far_delay stay on the base loop.
         self.min_delay = min_delay
+        self.far_delay = far_delay
         # Deadlines from here on are beyond what the wheel takes (with a tiny tick, the loop's
         # clock plus FAR_DELAY can be); the loop sends them to the base loop like far timers.
         self.latest_deadline = WHEEL_TICKS * wheel.tick
@@ -98,7 +112,7 @@ class LoopCore:
         """
         loop = self.loop
         # The checks asyncio's call_at makes (the base loop makes them for its own timers).
-        if loop.is_closed():
+        if self.closed:
             raise RuntimeError("Event loop is closed")
         if loop.get_debug():
             loop._check_in_debug(callback)
@@ -149,9 +163,76 @@ class LoopCore:
         return due
 
     def close(self) -> None:
-        """Empty the wheel: its timers are dropped, not run."""
+        """Empty the wheel: its timers are dropped, not run. Called once the loop is closed."""
+        self.closed = True
         self.driver_when = math.inf
         # Dropping each entry's payload breaks the handle -> entry -> handle cycle, so the
         # handles go now rather than at the next garbage collection.
         for entry in self.wheel.remove_all():
             entry.payload = None
+
+
+def call_later(
+    loop: Any,
+    delay: float,
+    callback: Callable[[Unpack[_Ts]], object],
+    *args: *_Ts,
+    context: contextvars.Context | None = None,
+) -> asyncio.TimerHandle:
+    """asyncio's ``call_later``, with the timer on the wheel if ``delay >= min_delay``.
+
+    On the wheel, a delay that is not an int or a float (a Fraction, a numpy scalar) is added
+    to the clock exactly, and the sum rounded up: the callback never runs before
+    ``loop.time() + delay``.
+    """
+    if delay is None:
+        raise TypeError("delay must not be None")
+    core: LoopCore = loop._core
+    now = core.clock()
+    when = now + delay
+    # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
+    if core.min_delay <= delay <= core.far_delay and when < core.latest_deadline:
+        deadline = when if type(delay) is float else deadline_after(now, delay)
+        return core.call_on_wheel(now, when, deadline, callback, args, context)
+    return _on_base(loop, when, delay, callback, args, context)
+
+
+def call_at(
+    loop: Any,
+    when: float,
+    callback: Callable[[Unpack[_Ts]], object],
+    *args: *_Ts,
+    context: contextvars.Context | None = None,
+) -> asyncio.TimerHandle:
+    """asyncio's ``call_at``, with the timer on the wheel if ``when - time() >= min_delay``.
+
+    On the wheel, a ``when`` that is not an int or a float (a Fraction, a numpy scalar) is
+    rounded up to a float: the callback never runs before ``when``.
+    """
+    if when is None:
+        raise TypeError("when cannot be None")
+    core: LoopCore = loop._core
+    now = core.clock()
+    delay = when - now
+    if core.min_delay <= delay <= core.far_delay and when < core.latest_deadline:
+        deadline = when if type(when) is float else check_deadline(when, "when")
+        return core.call_on_wheel(now, when, deadline, callback, args, context)
+    return _on_base(loop, when, delay, callback, args, context)
+
+
+def _on_base(  # noqa: PLR0917  # the hot path's arguments, as _call_on_base takes them
+    loop: Any,
+    when: float,
+    delay: float,
+    callback: Callable[..., object],
+    args: tuple[Any, ...],
+    context: contextvars.Context | None,
+) -> asyncio.TimerHandle:
+    """A timer the base loop's own way, through the loop's ``_call_on_base`` hook."""
+    timer: asyncio.TimerHandle = loop._call_on_base(when, delay, callback, args, context)
+    # Drop the frames of the hook, of this function and of call_later / call_at: the
+    # traceback ends at their caller.
+    traceback = timer._source_traceback  # type: ignore[attr-defined]  # private in typeshed
+    if traceback:
+        del traceback[-3:]
+    return timer

@@ -13,15 +13,13 @@ import asyncio
 import contextvars
 import math
 from collections.abc import Callable
-from typing import Any, NamedTuple, SupportsFloat, SupportsIndex, TypeVarTuple, Unpack
+from typing import Any, NamedTuple, SupportsFloat, SupportsIndex
 
-from aiowheel._checks import check_deadline, check_length, deadline_after
-from aiowheel._impl import HierarchicalWheel, LoopCore
+from aiowheel._checks import check_length
+from aiowheel._impl import HierarchicalWheel, LoopCore, loop_call_at, loop_call_later
 from aiowheel._impl import LoopTimerHandle as TimerHandle
 
 __all__ = ["FAR_DELAY", "TimerHandle", "WheelLoop", "WheelStats", "resolve_min_delay"]
-
-_Ts = TypeVarTuple("_Ts")
 
 #: Timers further away than this (seconds) stay on the base loop: 100 years, uvloop's own cap.
 FAR_DELAY = 100 * 365 * 24 * 3600.0
@@ -86,67 +84,19 @@ class WheelLoop(asyncio.AbstractEventLoop):
         """Set up the wheel; called by the concrete class once the base loop is initialised
         (its ``time()`` must work)."""
         wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)  # checks them
-        self._core = LoopCore(self, tick, wheel_size, resolve_min_delay(min_delay, wheel.tick))
+        self._core = LoopCore(
+            self, tick, wheel_size, resolve_min_delay(min_delay, wheel.tick), FAR_DELAY
+        )
         self._driver = None
         self._driver_context = contextvars.Context()
         self._base_timers = 0
 
     # -- the asyncio API --------------------------------------------------------------------
 
-    def call_later(
-        self,
-        delay: float,
-        callback: Callable[[Unpack[_Ts]], object],
-        *args: *_Ts,
-        context: contextvars.Context | None = None,
-    ) -> asyncio.TimerHandle:
-        """asyncio's ``call_later``, with the timer on the wheel if ``delay >= min_delay``.
-
-        On the wheel, a delay that is not an int or a float (a Fraction, a numpy scalar) is
-        added to the clock exactly, and the sum rounded up: the callback never runs before
-        ``loop.time() + delay``.
-        """
-        if delay is None:
-            raise TypeError("delay must not be None")
-        now = self.time()
-        when = now + delay
-        core = self._core
-        # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
-        if core.min_delay <= delay <= FAR_DELAY and when < core.latest_deadline:
-            deadline = when if type(delay) is float else deadline_after(now, delay)
-            return core.call_on_wheel(now, when, deadline, callback, args, context)
-        timer = self._call_on_base(when, delay, callback, args, context)
-        # Drop this frame and the _call_on_base frame: the traceback ends at the caller.
-        traceback = timer._source_traceback  # type: ignore[attr-defined]  # private in typeshed
-        if traceback:
-            del traceback[-2:]
-        return timer
-
-    def call_at(
-        self,
-        when: float,
-        callback: Callable[[Unpack[_Ts]], object],
-        *args: *_Ts,
-        context: contextvars.Context | None = None,
-    ) -> asyncio.TimerHandle:
-        """asyncio's ``call_at``, with the timer on the wheel if ``when - time() >= min_delay``.
-
-        On the wheel, a ``when`` that is not an int or a float (a Fraction, a numpy scalar) is
-        rounded up to a float: the callback never runs before ``when``.
-        """
-        if when is None:
-            raise TypeError("when cannot be None")
-        now = self.time()
-        delay = when - now
-        core = self._core
-        if core.min_delay <= delay <= FAR_DELAY and when < core.latest_deadline:
-            deadline = when if type(when) is float else check_deadline(when, "when")
-            return core.call_on_wheel(now, when, deadline, callback, args, context)
-        timer = self._call_on_base(when, delay, callback, args, context)
-        traceback = timer._source_traceback  # type: ignore[attr-defined]  # private in typeshed
-        if traceback:
-            del traceback[-2:]
-        return timer
+    # asyncio's call_later / call_at, routing each timer to the wheel or the base loop: from
+    # aiowheel._impl, compiled if built (they run without a Python frame then).
+    call_later = loop_call_later
+    call_at = loop_call_at
 
     def close(self) -> None:
         """Close the base loop, then empty the wheel: pending timers are dropped, not run."""
