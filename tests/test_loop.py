@@ -381,6 +381,89 @@ def test_handles_behave_as_asyncio_timer_handles(loop: WheelLoop) -> None:
     later.cancel()
 
 
+def test_a_wheel_callbacks_error_goes_to_the_exception_handler(loop: WheelLoop) -> None:
+    # As asyncio's Handle._run: the message names the callback, the context carries the
+    # exception and the handle, and the other timers still run.
+    reports: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reports.append(context))
+    ran: list[str] = []
+    error = ValueError("boom")
+
+    def fail() -> None:
+        raise error
+
+    handle = loop.call_later(0.01, fail)
+    loop.call_later(0.01, ran.append, "after")
+    assert isinstance(handle, TimerHandle)
+    run_for(loop, 0.05)
+    (report,) = reports
+    assert report["exception"] is error
+    assert report["handle"] is handle
+    reference = asyncio.TimerHandle(handle.when(), fail, (), loop)
+    assert report["message"] == f"Exception in callback {reference._repr_info()[2]}"
+    assert ran == ["after"]
+
+
+def test_wheel_callbacks_run_in_their_context(loop: WheelLoop) -> None:
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    seen: list[str] = []
+
+    def read_and_set() -> None:
+        seen.append(var.get())
+        var.set("set by the callback")  # in the handle's context only
+
+    given = contextvars.Context()
+    given.run(var.set, "given")
+    explicit = loop.call_later(0.01, read_and_set, context=given)
+    var.set("current")
+    implicit = loop.call_later(0.01, read_and_set)
+    var.set("changed after scheduling")
+
+    # get_context() is asyncio's from Python 3.12 on; the compiled handle has it on every version.
+    def context_of(handle: asyncio.TimerHandle) -> contextvars.Context:
+        get = getattr(handle, "get_context", None)
+        return get() if get is not None else handle._context  # type: ignore[attr-defined,no-any-return]
+
+    assert context_of(explicit) is given
+    assert context_of(implicit).get(var) == "current"  # a copy made when scheduled
+    run_for(loop, 0.05)
+    assert seen == ["given", "current"]
+    assert var.get() == "changed after scheduling"
+    assert given.get(var) == "set by the callback"
+
+
+def test_wheel_handles_compare_with_asyncios(loop: WheelLoop) -> None:
+    def tick() -> None:
+        pass
+
+    when = loop.time() + 1.0
+    handle = loop.call_at(when, tick)
+    assert handle < asyncio.TimerHandle(when + 1, tick, (), loop)
+    assert handle > asyncio.TimerHandle(when - 1, tick, (), loop)
+    assert handle == asyncio.TimerHandle(when, tick, (), loop)
+    assert handle != asyncio.TimerHandle(when, print, (), loop)
+    assert handle != "not a handle"
+    with pytest.raises(TypeError):
+        handle < 1.0  # noqa: B015  # unordered, as asyncio's handles are
+    handle.cancel()
+
+
+def test_a_cancelled_wheel_handle_keeps_its_repr_in_debug_mode(loop: WheelLoop) -> None:
+    def tick() -> None:
+        pass
+
+    loop.set_debug(True)
+    handle = loop.call_later(1.0, tick)
+    handle.cancel()
+    # asyncio's Handle.cancel: in debug mode the repr is kept, callback and all.
+    assert re.fullmatch(
+        r"<TimerHandle cancelled when=\S+ .*tick\(\) at .*created at .*>", repr(handle)
+    )
+    loop.set_debug(False)
+
+
 def test_cancel_frees_the_timer_at_once(loop: WheelLoop) -> None:
     gc.disable()
     try:

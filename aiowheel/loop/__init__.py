@@ -5,10 +5,11 @@ This package owns one thing: event loop classes whose ``call_later`` / ``call_at
 asyncio code (``asyncio.sleep``, ``asyncio.timeout``, ``asyncio.wait_for``, websockets' pings,
 aiohttp's timeouts -- everything that calls ``loop.call_later`` / ``loop.call_at``) gets the
 wheel's O(1) cancellation, which frees a timer at once, and firing without heap sifts, without
-being rewritten. It imports only the wheel (from :mod:`aiowheel._impl`: the compiled one if
-built) and the checks of :mod:`aiowheel._checks`: the loop *is* the driver, so it needs none of
-:mod:`aiowheel.timer`'s machinery. The wheel tells it, on each cancellation, whether its next
-deadline may have moved (``HierarchicalWheel.remove_entry``).
+being rewritten. It imports only the wheel and the loop core (from :mod:`aiowheel._impl`: the
+compiled ones if built) and the checks of :mod:`aiowheel._checks`: the loop *is* the driver, so
+it needs none of :mod:`aiowheel.timer`'s machinery. The wheel tells it, on each cancellation,
+whether its next deadline may have moved (``HierarchicalWheel.remove_entry``; in C, its
+``_unfile``).
 
 Entry points: :func:`new_event_loop`, :func:`new_uvloop_event_loop`, :func:`loop_factory` (for
 ``asyncio.Runner`` and anyio), :func:`run` (like ``asyncio.run``); the classes
