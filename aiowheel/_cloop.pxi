@@ -77,9 +77,9 @@ cdef class LoopTimerHandle(Entry):
         if self._cancelled:
             return
         self._cancelled = True
-        if self._loop is not None and self._loop.get_debug():
-            self._repr = repr(self)  # as asyncio: the repr it had, now that the callback goes
         core = self._core
+        if core is not None and core.debug:
+            self._repr = repr(self)  # as asyncio: the repr it had, now that the callback goes
         self._core = None
         if core is not None:
             core._forget(self)
@@ -155,6 +155,8 @@ cdef class LoopCore:
     cdef readonly object clock
     cdef readonly HierarchicalWheel wheel
     cdef readonly bint closed
+    # loop.get_debug(), kept by the loop's set_debug: read on every schedule and cancel.
+    cdef public bint debug
     cdef readonly object min_delay
     cdef readonly object far_delay
     cdef readonly object latest_deadline
@@ -174,6 +176,7 @@ cdef class LoopCore:
         self.clock = _time.monotonic if uses_monotonic else loop.time
         self.wheel = wheel
         self.closed = False
+        self.debug = loop.get_debug()
         self.min_delay = min_delay
         self.far_delay = far_delay
         self.latest_deadline = 2**50 * wheel.tick
@@ -201,7 +204,7 @@ cdef class LoopCore:
         if self.closed:
             raise RuntimeError("Event loop is closed")
         handle = LoopTimerHandle.__new__(LoopTimerHandle)
-        if loop.get_debug():
+        if self.debug:
             loop._check_in_debug(callback)
             handle._source_traceback = _format_helpers.extract_stack(_sys._getframe(caller_frame))
         _init_entry(handle, deadline, callback)

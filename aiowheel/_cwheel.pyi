@@ -140,6 +140,7 @@ class LoopCore:
 
     clock: Callable[[], float]
     closed: bool
+    debug: bool
     far_delay: float
 
     def __init__(

@@ -55,8 +55,8 @@ class LoopCore:
 
     ``loop`` is the :class:`aiowheel.loop.WheelLoop`; the core calls its ``_arm(deadline)``
     when a new timer needs the driver earlier, its ``_rearm()`` when a cancellation emptied a
-    bucket, and its ``is_closed``, ``get_debug`` and ``_check_in_debug`` as asyncio's
-    ``call_at`` would.
+    bucket, and its ``_check_in_debug`` in debug mode, as asyncio's ``call_at`` would. The loop
+    keeps ``debug`` equal to its ``get_debug()`` and calls :meth:`close` when it closes.
     """
 
     def __init__(
@@ -77,6 +77,8 @@ class LoopCore:
         self.wheel = wheel
         # Set by close(): asyncio's call_at refuses a closed loop, and so does call_on_wheel.
         self.closed = False
+        # loop.get_debug(), kept by the loop's set_debug: read on every schedule.
+        self.debug: bool = loop.get_debug()
         # Timers with a delay below min_delay or above far_delay stay on the base loop.
         self.min_delay = min_delay
         self.far_delay = far_delay
@@ -114,7 +116,7 @@ class LoopCore:
         # The checks asyncio's call_at makes (the base loop makes them for its own timers).
         if self.closed:
             raise RuntimeError("Event loop is closed")
-        if loop.get_debug():
+        if self.debug:
             loop._check_in_debug(callback)
         timer = TimerHandle(when, callback, args, loop, context)
         traceback = timer._source_traceback  # type: ignore[attr-defined]  # private in typeshed

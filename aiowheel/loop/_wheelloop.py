@@ -98,6 +98,13 @@ class WheelLoop(asyncio.AbstractEventLoop):
     call_later = loop_call_later
     call_at = loop_call_at
 
+    def set_debug(self, enabled: bool) -> None:
+        """The base loop's ``set_debug``; the wheel's timers follow it."""
+        super().set_debug(enabled)  # the base loop's: next in the MRO
+        core: LoopCore | None = getattr(self, "_core", None)  # None while the base loop starts
+        if core is not None:
+            core.debug = self.get_debug()
+
     def close(self) -> None:
         """Close the base loop, then empty the wheel: pending timers are dropped, not run."""
         super().close()  # the base loop's: next in the MRO
