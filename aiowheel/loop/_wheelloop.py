@@ -1,6 +1,7 @@
-"""What every wheel-backed loop shares, whatever its base loop: :class:`WheelLoop` (routing a
-timer to the wheel or the base loop, the driver that advances the wheel), the wheel timers'
-:class:`TimerHandle` and :class:`WheelStats`.
+"""What every wheel-backed loop shares, whatever its base loop: :class:`WheelLoop` (the driver
+that advances the wheel, the statistics, closing) and :class:`WheelStats`. The wheel timers
+themselves -- routing, handles (:class:`TimerHandle`), filing, cancelling -- are the loop core
+of :mod:`aiowheel._impl`, compiled if built.
 
 The base-loop specific parts are hooks (see :class:`WheelLoop`), filled in by
 :mod:`aiowheel.loop._selector` and :mod:`aiowheel.loop._uvloop`. The behaviour and guarantees are
