@@ -5,7 +5,18 @@ from collections.abc import Callable
 from contextvars import Context
 from typing import Any, Generic, SupportsFloat, SupportsIndex, TypeVar
 
-__all__ = ["Entry", "HierarchicalWheel", "TimerCore", "TimerHandle", "ceil_ticks", "floor_ticks"]
+__all__ = [
+    "Entry",
+    "HierarchicalWheel",
+    "LoopCore",
+    "LoopTimerHandle",
+    "TimerCore",
+    "TimerHandle",
+    "ceil_ticks",
+    "floor_ticks",
+    "loop_call_at",
+    "loop_call_later",
+]
 
 P = TypeVar("P")
 E = TypeVar("E", bound=Entry[Any])
@@ -107,3 +118,63 @@ class TimerCore:
     @staticmethod
     def _release(handle: TimerHandle) -> None: ...
     def _run_due(self) -> None: ...
+
+class LoopTimerHandle(Entry[Callable[..., object]]):
+    def when(self) -> float: ...
+    def cancel(self) -> None: ...
+    def cancelled(self) -> bool: ...
+    def get_context(self) -> Context: ...
+
+class LoopCore:
+    loop: Any
+    wheel: HierarchicalWheel[Any]
+    min_delay: float
+    latest_deadline: float
+    driver_when: float
+    advanced_to: float
+    catch_up_after: float
+    wheel_timers: int
+    cancelled: int
+    fired: int
+    driver_wakeups: int
+
+    clock: Callable[[], float]
+    closed: bool
+    debug: bool
+    far_delay: float
+
+    def __init__(
+        self,
+        loop: Any,
+        tick: SupportsFloat,
+        wheel_size: SupportsIndex,
+        min_delay: float,
+        far_delay: float,
+    ) -> None: ...
+    def call_on_wheel(
+        self,
+        now: float,
+        when: float,
+        deadline: float,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        context: Context | None,
+    ) -> LoopTimerHandle: ...
+    def cancel(self, handle: LoopTimerHandle) -> None: ...
+    def advance(self, now: float) -> list[LoopTimerHandle]: ...
+    def close(self) -> None: ...
+
+def loop_call_later(
+    loop: Any,
+    delay: float,
+    callback: Callable[..., object],
+    *args: Any,
+    context: Context | None = None,
+) -> Any: ...
+def loop_call_at(
+    loop: Any,
+    when: float,
+    callback: Callable[..., object],
+    *args: Any,
+    context: Context | None = None,
+) -> Any: ...

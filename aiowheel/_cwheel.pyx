@@ -56,7 +56,8 @@ what comes before it):
 * ``_centry.pxi`` -- :class:`Entry`;
 * ``_csort.pxi`` -- sorting a due batch;
 * this file -- the levels, the heap and :class:`HierarchicalWheel`;
-* ``_ctimercore.pxi`` -- the Timer core, the twin of :mod:`aiowheel._timercore`.
+* ``_ctimercore.pxi`` -- the Timer core, the twin of :mod:`aiowheel._timercore`;
+* ``_cloop.pxi`` -- the wheel-backed event loop's timers, the twin of :mod:`aiowheel._loopcore`.
 
 To add a compiled part (say, a wheel-backed loop's handle, or IdleTimeouts' touch): write its
 pure twin first, as the specification, in its own module; write the part as ``_c<name>.pxi``
@@ -99,7 +100,18 @@ from aiowheel._checks import (
     out_of_range,
 )
 
-__all__ = ["Entry", "HierarchicalWheel", "TimerCore", "TimerHandle", "ceil_ticks", "floor_ticks"]
+__all__ = [
+    "Entry",
+    "HierarchicalWheel",
+    "LoopCore",
+    "LoopTimerHandle",
+    "TimerCore",
+    "TimerHandle",
+    "ceil_ticks",
+    "floor_ticks",
+    "loop_call_at",
+    "loop_call_later",
+]
 
 include "_cint64.pxi"
 include "_cmembers.pxi"
@@ -786,3 +798,8 @@ cdef class HierarchicalWheel:
 # -- the Timer core --------------------------------------------------------------------------------
 
 include "_ctimercore.pxi"
+
+
+# -- the wheel-backed event loop's timers ---------------------------------------------------------
+
+include "_cloop.pxi"

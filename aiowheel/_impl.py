@@ -7,7 +7,10 @@ by setup.py when a C compiler is available:
 * the wheel -- :class:`Entry`, :class:`HierarchicalWheel`, :func:`ceil_ticks` and
   :func:`floor_ticks`, specified by :mod:`aiowheel.wheel`;
 * the Timer's scheduling and dispatch -- :class:`TimerCore` (the base class of
-  :class:`aiowheel.Timer`) and :class:`TimerHandle`, specified by :mod:`aiowheel._timercore`.
+  :class:`aiowheel.Timer`) and :class:`TimerHandle`, specified by :mod:`aiowheel._timercore`;
+* the wheel-backed event loop's timers -- :class:`LoopCore` and :class:`LoopTimerHandle` (the
+  loop's ``TimerHandle``) and the loop's ``call_later`` / ``call_at`` (:func:`loop_call_later`,
+  :func:`loop_call_at`), specified by :mod:`aiowheel._loopcore`.
 
 The layers above import these names from here, never from the pure modules or the extension
 directly, and always get all of them from the same side: the compiled Timer core files its
@@ -27,10 +30,14 @@ __all__ = [
     "COMPILED",
     "Entry",
     "HierarchicalWheel",
+    "LoopCore",
+    "LoopTimerHandle",
     "TimerCore",
     "TimerHandle",
     "ceil_ticks",
     "floor_ticks",
+    "loop_call_at",
+    "loop_call_later",
 ]
 
 COMPILED: bool
@@ -38,6 +45,10 @@ COMPILED: bool
 
 # Type checkers see the pure classes: aiowheel/_cwheel.pyi declares the same API.
 if TYPE_CHECKING or os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
+    from aiowheel._loopcore import LoopCore
+    from aiowheel._loopcore import TimerHandle as LoopTimerHandle
+    from aiowheel._loopcore import call_at as loop_call_at
+    from aiowheel._loopcore import call_later as loop_call_later
     from aiowheel._timercore import TimerCore, TimerHandle
     from aiowheel.wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
 
@@ -47,12 +58,20 @@ else:
         from aiowheel._cwheel import (
             Entry,
             HierarchicalWheel,
+            LoopCore,
+            LoopTimerHandle,
             TimerCore,
             TimerHandle,
             ceil_ticks,
             floor_ticks,
+            loop_call_at,
+            loop_call_later,
         )
     except ImportError:  # not built: no C compiler or Cython at install time
+        from aiowheel._loopcore import LoopCore
+        from aiowheel._loopcore import TimerHandle as LoopTimerHandle
+        from aiowheel._loopcore import call_at as loop_call_at
+        from aiowheel._loopcore import call_later as loop_call_later
         from aiowheel._timercore import TimerCore, TimerHandle
         from aiowheel.wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
 

@@ -29,6 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import aiowheel._impl
 import aiowheel.loop
 from aiowheel.loop import (
     FAR_DELAY,
@@ -359,7 +360,10 @@ def test_handles_behave_as_asyncio_timer_handles(loop: WheelLoop) -> None:
     when = loop.time() + 1.0
     handle = loop.call_at(when, tick)
     later = loop.call_at(when + 1.0, tick)
-    assert isinstance(handle, asyncio.TimerHandle) and isinstance(handle, TimerHandle)
+    assert isinstance(handle, TimerHandle)
+    # The pure handle is an asyncio.TimerHandle; the compiled one, a C object, has its API but
+    # is not one, as uvloop's handles are not (docs/loop.md's table says so).
+    assert isinstance(handle, asyncio.TimerHandle) is not aiowheel._impl.COMPILED
     assert handle.when() == when
     assert handle < later and handle <= later and later > handle and later >= handle
     assert handle != later
@@ -375,6 +379,89 @@ def test_handles_behave_as_asyncio_timer_handles(loop: WheelLoop) -> None:
     assert repr(handle).startswith("<TimerHandle cancelled when=")
     assert loop.wheel_stats().cancelled == 1
     later.cancel()
+
+
+def test_a_wheel_callbacks_error_goes_to_the_exception_handler(loop: WheelLoop) -> None:
+    # As asyncio's Handle._run: the message names the callback, the context carries the
+    # exception and the handle, and the other timers still run.
+    reports: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: reports.append(context))
+    ran: list[str] = []
+    error = ValueError("boom")
+
+    def fail() -> None:
+        raise error
+
+    handle = loop.call_later(0.01, fail)
+    loop.call_later(0.01, ran.append, "after")
+    assert isinstance(handle, TimerHandle)
+    run_for(loop, 0.05)
+    (report,) = reports
+    assert report["exception"] is error
+    assert report["handle"] is handle
+    reference = asyncio.TimerHandle(handle.when(), fail, (), loop)
+    assert report["message"] == f"Exception in callback {reference._repr_info()[2]}"
+    assert ran == ["after"]
+
+
+def test_wheel_callbacks_run_in_their_context(loop: WheelLoop) -> None:
+    import contextvars
+
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    seen: list[str] = []
+
+    def read_and_set() -> None:
+        seen.append(var.get())
+        var.set("set by the callback")  # in the handle's context only
+
+    given = contextvars.Context()
+    given.run(var.set, "given")
+    explicit = loop.call_later(0.01, read_and_set, context=given)
+    var.set("current")
+    implicit = loop.call_later(0.01, read_and_set)
+    var.set("changed after scheduling")
+
+    # get_context() is asyncio's from Python 3.12 on; the compiled handle has it on every version.
+    def context_of(handle: asyncio.TimerHandle) -> contextvars.Context:
+        get = getattr(handle, "get_context", None)
+        return get() if get is not None else handle._context  # type: ignore[attr-defined,no-any-return]
+
+    assert context_of(explicit) is given
+    assert context_of(implicit).get(var) == "current"  # a copy made when scheduled
+    run_for(loop, 0.05)
+    assert seen == ["given", "current"]
+    assert var.get() == "changed after scheduling"
+    assert given.get(var) == "set by the callback"
+
+
+def test_wheel_handles_compare_with_asyncios(loop: WheelLoop) -> None:
+    def tick() -> None:
+        pass
+
+    when = loop.time() + 1.0
+    handle = loop.call_at(when, tick)
+    assert handle < asyncio.TimerHandle(when + 1, tick, (), loop)
+    assert handle > asyncio.TimerHandle(when - 1, tick, (), loop)
+    assert handle == asyncio.TimerHandle(when, tick, (), loop)
+    assert handle != asyncio.TimerHandle(when, print, (), loop)
+    assert handle != "not a handle"
+    with pytest.raises(TypeError):
+        handle < 1.0  # noqa: B015  # unordered, as asyncio's handles are
+    handle.cancel()
+
+
+def test_a_cancelled_wheel_handle_keeps_its_repr_in_debug_mode(loop: WheelLoop) -> None:
+    def tick() -> None:
+        pass
+
+    loop.set_debug(True)
+    handle = loop.call_later(1.0, tick)
+    handle.cancel()
+    # asyncio's Handle.cancel: in debug mode the repr is kept, callback and all.
+    assert re.fullmatch(
+        r"<TimerHandle cancelled when=\S+ .*tick\(\) at .*created at .*>", repr(handle)
+    )
+    loop.set_debug(False)
 
 
 def test_cancel_frees_the_timer_at_once(loop: WheelLoop) -> None:
@@ -450,6 +537,144 @@ def test_short_timers_keep_the_base_loops_precision() -> None:
     run_for(loop, 0.01)
     loop.close()
     assert ran_at == [handle.when()]  # the heap's exact time, not rounded up to a tick
+
+
+# -- the uvloop base: never early, driver on time --------------------------------------------
+
+
+@pytest.mark.parametrize("now_ms", [0, 1, 999, 123_456_789, 98_765_432_101])
+def test_uvloop_delays_are_whole_milliseconds_at_or_after_when(now_ms: int) -> None:
+    pytest.importorskip("uvloop")
+    from aiowheel.loop._uvloop import delay_to_ms_at_or_after
+
+    now = now_ms / 1000  # uvloop's loop.time()
+    for step in range(-3, 300):
+        # Bucket deadlines as the wheel reports them (expiration * tick) and times between.
+        for when in ((now_ms + step) * 0.001, (now_ms + step) / 1000, now + step / 7000):
+            delay = delay_to_ms_at_or_after(when, now)
+            due_ms = now_ms + round(delay * 1000)  # what uvloop makes of the delay
+            assert delay * 1000 == round(delay * 1000)  # whole milliseconds
+            if when <= now:
+                assert delay == 0.0
+            else:
+                # The first millisecond at or after when: never early, never a millisecond late.
+                assert due_ms / 1000 >= when
+                assert (due_ms - 1) / 1000 < when
+
+
+@needs_uvloop
+def test_uvloop_driver_is_armed_for_the_buckets_millisecond() -> None:
+    # The regression: ceil((deadline - time()) * 1000) made 22.000000000048203 ms into 23, so
+    # about half the drivers, and every timer of their buckets, ran a millisecond late.
+    loop = new_event_loop(uvloop=True)
+    checked = 0
+    try:
+        for step in range(1, 400):
+            before = loop.time()
+            deadline = (round(before * 1000) + step % 40 + 1) * loop.wheel.tick
+            driver = loop._arm_driver(deadline)  # type: ignore[attr-defined]
+            after = loop.time()
+            driver.cancel()
+            if before != after:  # uvloop's millisecond turned meanwhile: nothing exact to say
+                continue
+            checked += 1
+            due_ms = round(driver.when() * 1000)
+            assert due_ms / 1000 >= deadline, (deadline, driver.when())
+            assert (due_ms - 1) / 1000 < deadline, (deadline, driver.when())
+    finally:
+        loop.close()
+    assert checked > 0
+
+
+def test_no_timer_of_the_wheel_loop_runs_before_its_when(use_uvloop: bool) -> None:
+    # Real time, many timers, no upper bound: only "never before when()" and "fired". Short
+    # timers stay on the base loop; uvloop's own round delays to the nearest millisecond, and
+    # without the guard about half of these ran up to half a millisecond early on uvloop.
+    rng = random.Random(16)
+
+    async def main() -> tuple[int, list[tuple[float, float]], aiowheel.loop.WheelStats]:
+        loop = asyncio.get_running_loop()
+        early: list[tuple[float, float]] = []
+        fired = 0
+        done = loop.create_future()
+        count = 600
+
+        def check(when: float) -> None:
+            nonlocal fired
+            fired += 1
+            now = loop.time()
+            if now < when:
+                early.append((when, now))
+            if fired == count and not done.done():
+                done.set_result(None)
+
+        for i in range(count):
+            delay = rng.uniform(0.0001, 0.008)  # both sides of min_delay (4 ms)
+            if i % 2:
+                when = loop.time() + delay
+                loop.call_at(when, check, when)
+            else:
+                # The clock read before the call: at most the when() call_later computes.
+                loop.call_later(delay, check, loop.time() + delay)
+            if i % 25 == 0:
+                await asyncio.sleep(0)
+        # asyncio.sleep goes through call_later as well.
+        for _ in range(30):
+            delay = rng.uniform(0.0001, 0.004)
+            started = loop.time()
+            await asyncio.sleep(delay)
+            if loop.time() < started + delay:
+                early.append((started + delay, loop.time()))
+        await done
+        return fired, early, loop.wheel_stats()  # type: ignore[attr-defined]
+
+    fired, early, stats = run(main(), uvloop=use_uvloop)
+    assert early == []
+    assert fired == 600
+    assert stats.base_timers > 0 and stats.wheel_timers > 0  # both routes were taken
+
+
+@needs_uvloop
+def test_a_timer_on_the_uvloop_base_wakes_its_driver_once_per_timer() -> None:
+    # The regression: the Timer did not recognise the wheel-backed uvloop as uvloop, and short
+    # delays went to uvloop's round-to-nearest timers, so its driver woke early, found nothing
+    # due and re-armed until the millisecond turned: 15 to 27 wake-ups per timer.
+    from aiowheel import Timer
+
+    rng = random.Random(10)
+
+    async def main() -> tuple[int, int]:
+        loop = asyncio.get_running_loop()
+        async with Timer(tick=0.001) as timer:
+            for _ in range(40):
+                fired = loop.create_future()
+                timer.call_later(rng.uniform(0.0005, 0.0045), fired.set_result, None)
+                await fired
+            stats = timer.stats()
+        return stats.driver_wakeups, stats.fired
+
+    wakeups, fired = run(main(), uvloop=True)
+    assert fired == 40
+    assert wakeups == 40
+
+
+@needs_uvloop
+def test_the_timers_backend_counts_a_uvloop_subclass_as_uvloop() -> None:
+    from aiowheel._backends._asyncio import AsyncioBackend
+
+    class MyUVLoop(uvloop.Loop):  # type: ignore[misc,name-defined]
+        pass
+
+    for loop in (new_event_loop(uvloop=True), MyUVLoop(), uvloop.new_event_loop()):
+        try:
+            assert AsyncioBackend(loop)._bias == 0.0005  # round-to-nearest made a ceil
+        finally:
+            loop.close()
+    loop = new_event_loop()
+    try:
+        assert AsyncioBackend(loop)._bias == 0.0
+    finally:
+        loop.close()
 
 
 # -- driving ---------------------------------------------------------------------------------
@@ -685,7 +910,7 @@ def outcome(call: Callable[[], object]) -> tuple[type[BaseException], str] | Non
         handle = call()
     except Exception as exc:
         return type(exc), str(exc)
-    assert isinstance(handle, asyncio.Handle)
+    assert isinstance(handle, (asyncio.Handle, TimerHandle))  # the compiled one is neither
     handle.cancel()
     return None
 

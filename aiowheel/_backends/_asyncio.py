@@ -18,6 +18,12 @@ from typing import Any
 __all__ = ["AsyncioBackend", "AsyncioCancelScope"]
 
 
+def _is_uvloop(loop: asyncio.AbstractEventLoop) -> bool:
+    """``loop`` is a ``uvloop.Loop``, or of a subclass of it (aiowheel's wheel-backed uvloop is
+    one), found without importing uvloop, which is optional."""
+    return any(cls.__module__.partition(".")[0] == "uvloop" for cls in type(loop).__mro__)
+
+
 def _resolve(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -43,7 +49,7 @@ class AsyncioBackend:
         # uvloop converts a delay to whole milliseconds with round(), so its timers can fire up
         # to half a millisecond early; the driver would wake, find nothing due and re-arm, again
         # and again, until the millisecond turns. Half a millisecond more makes round() a ceil.
-        self._bias = 0.0005 if type(loop).__module__.startswith("uvloop") else 0.0
+        self._bias = 0.0005 if _is_uvloop(loop) else 0.0
         self._jobs: set[asyncio.Task[None]] = set()
 
     async def start(self, driver: Callable[[], Coroutine[Any, Any, None]]) -> None:

@@ -1,0 +1,314 @@
+# Part of aiowheel/_cwheel.pyx (included at its end, after the Timer core whose _run_in it uses;
+# see its docstring): the compiled twin of aiowheel/_loopcore.py -- the wheel-backed event loop's
+# timers, in the wheel's extension so that filing, cancelling and advancing reach the wheel's C
+# fields and methods directly. aiowheel/_loopcore.py is the specification: same API and
+# behaviour; the loop's test suite runs on both (see aiowheel._impl).
+#
+# One representation change, observable only to isinstance: the handle is a C object and is
+# itself the wheel entry (its payload is the callback), so a pending timer costs one object and
+# no Python frame is run to make, cancel or run it. It cannot also be an asyncio.TimerHandle
+# (a Python class with its own slot layout); like uvloop's handles it has that class's API:
+# when(), cancel(), cancelled(), get_context(), ordering, hashing, the same repr, and the private
+# fields and _run() asyncio's loop uses (_cancelled, _callback, _args, _context, _loop,
+# _source_traceback, _repr, _when).
+
+import asyncio as _asyncio
+import time as _time
+from asyncio import format_helpers as _format_helpers
+
+# The class asyncio's handles are compared with; ours compare with theirs as theirs do.
+_ASYNCIO_TIMER_HANDLE = _asyncio.TimerHandle
+
+
+cdef object _callback_source(object callback, object args):
+    return _format_helpers._format_callback_source(callback, args)
+
+
+cdef class LoopTimerHandle(Entry):
+    """The handle of a timer on the wheel of a wheel-backed event loop.
+
+    It has ``asyncio.TimerHandle``'s API -- ``when()``, ``cancel()``, ``cancelled()``,
+    ``get_context()``, ordering, hashing and ``repr`` -- but is not an instance of it, as
+    uvloop's handles are not. ``cancel()`` takes the timer off the wheel at once.
+    """
+
+    # The time asked for (handle.when()); the entry's deadline is the same time as a float.
+    cdef public object _when
+    cdef public object _args
+    cdef public object _context
+    cdef public object _loop
+    cdef public bint _cancelled
+    cdef public object _source_traceback
+    cdef public object _repr
+    # The loop's core while the timer may still be on the wheel; None once cancelled.
+    cdef LoopCore _core
+    cdef object __weakref__
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("LoopTimerHandle is made by the loop's call_later / call_at")
+
+    @property
+    def _callback(self):
+        return _get(self, _OFF_PAYLOAD, "payload")
+
+    @_callback.setter
+    def _callback(self, value):
+        _set(self, _OFF_PAYLOAD, value)
+
+    @property
+    def _entry(self):
+        """The handle's place on the wheel (itself), None once cancelled: as the pure handle's."""
+        return None if self._cancelled else self
+
+    def when(self):
+        """The time the callback is scheduled for, as asked (a float, or the number given)."""
+        return self._when
+
+    def cancelled(self):
+        return self._cancelled
+
+    def get_context(self):
+        return self._context
+
+    def cancel(self):
+        """Cancel the callback: at once the timer leaves the wheel and the callback and its
+        arguments are released. Cancelling twice, or after it ran, does nothing more."""
+        cdef LoopCore core
+        if self._cancelled:
+            return
+        self._cancelled = True
+        core = self._core
+        if core is not None and core.debug:
+            self._repr = repr(self)  # as asyncio: the repr it had, now that the callback goes
+        self._core = None
+        if core is not None:
+            core._forget(self)
+        _set(self, _OFF_PAYLOAD, None)
+        self._args = None
+
+    def _run(self):
+        """Run the callback in its context, as ``asyncio.Handle._run``: an exception goes to the
+        loop's exception handler."""
+        callback = _get(self, _OFF_PAYLOAD, "payload")
+        args = self._args
+        try:
+            _run_in(self._context, callback, args)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            context = {
+                "message": f"Exception in callback {_callback_source(callback, args)}",
+                "exception": exc,
+                "handle": self,
+            }
+            if self._source_traceback:
+                context["source_traceback"] = self._source_traceback
+            self._loop.call_exception_handler(context)
+
+    def _repr_info(self):
+        name = "TimerHandle" if type(self) is LoopTimerHandle else type(self).__name__
+        info = [name]
+        if self._cancelled:
+            info.append("cancelled")
+        callback = _get(self, _OFF_PAYLOAD, "payload")
+        if callback is not None:
+            info.append(_callback_source(callback, self._args))
+        if self._source_traceback:
+            frame = self._source_traceback[-1]
+            info.append(f"created at {frame[0]}:{frame[1]}")
+        info.insert(2 if self._cancelled else 1, f"when={self._when}")
+        return info
+
+    def __repr__(self):
+        if self._repr is not None:
+            return self._repr
+        return "<{}>".format(" ".join(self._repr_info()))
+
+    def __hash__(self):
+        return hash(self._when)
+
+    def __richcmp__(self, other, int op):
+        if not isinstance(other, (LoopTimerHandle, _ASYNCIO_TIMER_HANDLE)):
+            return NotImplemented
+        if op == 0:
+            return self._when < other._when
+        if op == 1:
+            return self._when <= other._when
+        if op == 4:
+            return self._when > other._when
+        if op == 5:
+            return self._when >= other._when
+        equal = (
+            self._when == other._when
+            and self._callback == other._callback
+            and self._args == other._args
+            and self._cancelled == other._cancelled
+        )
+        return equal if op == 2 else not equal
+
+
+cdef class LoopCore:
+    """The wheel of one wheel-backed loop and its timers' bookkeeping; see
+    :class:`aiowheel._loopcore.LoopCore`, its specification."""
+
+    cdef readonly object loop
+    cdef readonly object clock
+    cdef readonly HierarchicalWheel wheel
+    cdef readonly bint closed
+    # loop.get_debug(), kept by the loop's set_debug: read on every schedule and cancel.
+    cdef public bint debug
+    cdef readonly object min_delay
+    cdef readonly object far_delay
+    cdef readonly object latest_deadline
+    cdef public double driver_when
+    cdef public double advanced_to
+    cdef readonly double catch_up_after
+    cdef readonly Py_ssize_t wheel_timers
+    cdef readonly Py_ssize_t cancelled
+    cdef readonly Py_ssize_t fired
+    cdef readonly Py_ssize_t driver_wakeups
+
+    def __init__(self, loop, tick, wheel_size, min_delay, far_delay):
+        now = loop.time()
+        wheel = HierarchicalWheel(tick, wheel_size, start=now)
+        self.loop = loop
+        uses_monotonic = getattr(loop.time, "__func__", None) is _asyncio.BaseEventLoop.time
+        self.clock = _time.monotonic if uses_monotonic else loop.time
+        self.wheel = wheel
+        self.closed = False
+        self.debug = loop.get_debug()
+        self.min_delay = min_delay
+        self.far_delay = far_delay
+        self.latest_deadline = 2**50 * wheel.tick
+        self.driver_when = math.inf
+        self.advanced_to = now
+        self.catch_up_after = wheel.wheel_size * wheel.tick
+        self.wheel_timers = 0
+        self.cancelled = 0
+        self.fired = 0
+        self.driver_wakeups = 0
+
+    def call_on_wheel(self, double now, when, deadline, callback, tuple args, context):
+        """File a timer for ``when`` (``deadline`` is the same time as a float) on the wheel."""
+        return self._schedule(now, when, deadline, callback, args, context, 1)
+
+    cdef LoopTimerHandle _schedule(
+        self, double now, object when, object deadline, object callback, tuple args,
+        object context, int caller_frame,
+    ):
+        """call_on_wheel; ``caller_frame`` is the frame (from the innermost Python one) where
+        the traceback of a debug-mode handle ends: none of this extension's functions has one."""
+        cdef LoopTimerHandle handle
+        cdef HierarchicalWheel wheel = self.wheel
+        loop = self.loop
+        if self.closed:
+            raise RuntimeError("Event loop is closed")
+        handle = LoopTimerHandle.__new__(LoopTimerHandle)
+        if self.debug:
+            loop._check_in_debug(callback)
+            handle._source_traceback = _format_helpers.extract_stack(_sys._getframe(caller_frame))
+        _init_entry(handle, deadline, callback)
+        handle._when = when
+        handle._args = args
+        handle._context = PyContext_CopyCurrent() if context is None else context
+        handle._loop = loop
+        handle._core = self
+        if now - self.advanced_to >= self.catch_up_after:
+            next_deadline = wheel.next_deadline()
+            if next_deadline is None or next_deadline > now:
+                # Nothing is due, so this advance returns nothing: it only moves the clock.
+                wheel.advance_entries(now)
+                self.advanced_to = now
+        wheel.add_entry(handle)
+        self.wheel_timers += 1
+        if deadline < self.driver_when:
+            # Only then can the driver be armed too late (see the pure twin).
+            next_deadline = wheel.next_deadline()
+            if next_deadline is not None and next_deadline < self.driver_when:
+                loop._arm(next_deadline)
+        return handle
+
+    def cancel(self, handle):
+        """``handle`` was cancelled: take it off the wheel at once (unless it fired already)."""
+        self._forget(<LoopTimerHandle?>handle)
+
+    cdef int _forget(self, LoopTimerHandle handle) except -1:
+        cdef int removal = self.wheel._unfile(handle)
+        if removal == _NOT_PENDING:
+            return 0
+        self.cancelled += 1
+        if removal == _EMPTIED:
+            # The last entry of its bucket: maybe the one the driver is armed for.
+            self.loop._rearm()
+        return 0
+
+    def advance(self, double now):
+        """The driver's pass: advance the wheel to ``now``, return the handles now due."""
+        cdef list due
+        self.driver_wakeups += 1
+        due = self.wheel.advance_entries(now)
+        self.advanced_to = now
+        self.fired += PyList_GET_SIZE(due)
+        return due
+
+    def close(self):
+        """Empty the wheel: its timers are dropped, not run. Called once the loop is closed."""
+        self.closed = True
+        self.driver_when = math.inf
+        for entry in self.wheel.remove_all():
+            _set(entry, _OFF_PAYLOAD, None)
+
+
+# The loop's call_later and call_at: functions the loop class takes as its methods (binding
+# makes them bind to the loop, as a Python function would), so no Python frame runs for a timer.
+
+
+@cython.binding(True)
+def loop_call_later(loop, delay, callback, *args, context=None):
+    """asyncio's ``call_later``, with the timer on the wheel if ``delay >= min_delay``.
+
+    On the wheel, a delay that is not an int or a float (a Fraction, a numpy scalar) is added
+    to the clock exactly, and the sum rounded up: the callback never runs before
+    ``loop.time() + delay``.
+    """
+    cdef LoopCore core
+    if delay is None:
+        raise TypeError("delay must not be None")
+    core = <LoopCore?>loop._core
+    now = core.clock()
+    when = now + delay
+    # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
+    if core.min_delay <= delay <= core.far_delay and when < core.latest_deadline:
+        deadline = when if type(delay) is float else deadline_after(now, delay)
+        return core._schedule(now, when, deadline, callback, args, context, 0)
+    return _on_base(loop, when, delay, callback, args, context)
+
+
+@cython.binding(True)
+def loop_call_at(loop, when, callback, *args, context=None):
+    """asyncio's ``call_at``, with the timer on the wheel if ``when - time() >= min_delay``.
+
+    On the wheel, a ``when`` that is not an int or a float (a Fraction, a numpy scalar) is
+    rounded up to a float: the callback never runs before ``when``.
+    """
+    cdef LoopCore core
+    if when is None:
+        raise TypeError("when cannot be None")
+    core = <LoopCore?>loop._core
+    now = core.clock()
+    delay = when - now
+    if core.min_delay <= delay <= core.far_delay and when < core.latest_deadline:
+        deadline = when if type(when) is float else check_deadline(when, "when")
+        return core._schedule(now, when, deadline, callback, args, context, 0)
+    return _on_base(loop, when, delay, callback, args, context)
+
+
+cdef object _on_base(object loop, object when, object delay, object callback, tuple args,
+                     object context):
+    """A timer the base loop's own way, through the loop's ``_call_on_base`` hook."""
+    timer = loop._call_on_base(when, delay, callback, args, context)
+    # Drop the hook's frame (none of ours has one): the traceback ends at the caller.
+    traceback = timer._source_traceback
+    if traceback:
+        del traceback[-1:]
+    return timer

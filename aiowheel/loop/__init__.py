@@ -1,0 +1,232 @@
+"""The wheel-backed event loop: asyncio's own loop, or uvloop, with its timers on a wheel.
+
+This package owns one thing: event loop classes whose ``call_later`` / ``call_at`` file timers on a
+:class:`~aiowheel.wheel.HierarchicalWheel` instead of the loop's binary heap, so that existing
+asyncio code (``asyncio.sleep``, ``asyncio.timeout``, ``asyncio.wait_for``, websockets' pings,
+aiohttp's timeouts -- everything that calls ``loop.call_later`` / ``loop.call_at``) gets the
+wheel's O(1) cancellation, which frees a timer at once, and firing without heap sifts, without
+being rewritten. It imports only the wheel and the loop core (from :mod:`aiowheel._impl`: the
+compiled ones if built) and the checks of :mod:`aiowheel._checks`: the loop *is* the driver, so
+it needs none of :mod:`aiowheel.timer`'s machinery. The wheel tells it, on each cancellation,
+whether its next deadline may have moved (``HierarchicalWheel.remove_entry``; in C, its
+``_unfile``).
+
+Entry points: :func:`new_event_loop`, :func:`new_uvloop_event_loop`, :func:`loop_factory` (for
+``asyncio.Runner`` and anyio), :func:`run` (like ``asyncio.run``); the classes
+:class:`WheelEventLoop` (asyncio's default loop plus the wheel) and, imported only when uvloop is
+asked for, a ``WheelUVLoop`` (``uvloop.Loop`` plus the wheel); :class:`WheelLoop` is what both
+have in common.
+
+One module per base loop, as anyio keeps one per backend: ``_wheelloop`` holds what every base
+shares (:class:`WheelLoop`, the routing, the driver), ``_selector`` the selector base and
+``_uvloop`` the uvloop base, which alone imports uvloop. This module chooses between them and is
+the public API. The wheel timers themselves -- their handle, filing, cancelling, advancing -- are
+a ``LoopCore`` from :mod:`aiowheel._impl`: compiled if the extension is built, else the pure
+specification :mod:`aiowheel._loopcore`.
+
+Routing. A timer whose delay (``when - loop.time()`` at the call) is at least ``min_delay`` goes
+on the wheel and its handle is this package's :class:`TimerHandle`: with the compiled core a C
+object with ``asyncio.TimerHandle``'s API (like uvloop's handles, not an instance of it), with
+the pure one a subclass of ``asyncio.TimerHandle``. Every other timer goes to the base loop
+unchanged and gets the base loop's own handle:
+
+* shorter than ``min_delay`` (default ``4 * tick``): rounding a deadline up to a whole tick would
+  add up to 25 % or more to such a delay, and short timers are almost all sleeps and back-offs
+  that fire, so they leave the heap quickly anyway. The timers that pile up in a heap -- long
+  timeouts that are almost always cancelled -- are the ones the wheel is for;
+* further away than :data:`FAR_DELAY` (100 years, uvloop's own cap), beyond the wheel's range
+  (``2**50`` ticks from the clock's zero: only reachable with a tiny ``tick``), infinite or
+  NaN: they will never fire, and on a wheel they would only add levels.
+
+Driving. The wheel is advanced from inside the loop's own iteration by one *driver*: a single
+ordinary timer on the base loop, armed for the wheel's ``next_deadline()`` (its earliest
+non-empty bucket). The base loop therefore sleeps until the earlier of its own next timer and the
+wheel's next bucket, with no task per timer and no wakeup while nothing on the wheel is due. The
+driver is re-armed only when that can change: a new timer is due before it (a later one may sit
+in a higher-level bucket that expires earlier, but the driver's pass cascades every bucket
+expired by then, so it is still on time), a cancellation empties a bucket (the wheel emptied
+disarms it), or the driver has run. When it runs it advances the wheel to ``loop.time()`` -- the
+actual time, never the time it was armed for, since asyncio may run a timer up to
+``clock_resolution`` early and uvloop up to a millisecond early -- and hands the due handles over
+in (deadline, scheduling order):
+
+* on the selector loop by appending them to the loop's ready queue (``_ready``), so they run in
+  the next iteration exactly like ``call_soon`` callbacks: exceptions go to the exception
+  handler, debug mode times each one and logs slow callbacks, and if ``stop()`` takes effect
+  first they run when the loop runs again. This relies on ``_ready`` and the base ``call_at``
+  only, which have been stable since Python 3.4, rather than on overriding ``_run_once``, which
+  changes between Python versions;
+* on uvloop, whose ready queue is not reachable from Python, by running them from the driver
+  callback, in order, skipping any that an earlier callback in the batch cancelled. In debug mode
+  each is timed and a slow one is logged with asyncio's message. If a callback raises
+  ``SystemExit`` or ``KeyboardInterrupt``, the rest of the batch runs at the loop's next pass.
+
+Timers scheduled while a batch runs are never part of that batch; they run in a later pass.
+
+If the wheel's clock lags the loop's by more than level 0's span when a timer is added (an idle
+wheel, or one holding only far timers), it is first moved up to ``loop.time()`` -- only when
+nothing on it is due, so this never fires anything -- so that a near timer lands on level 0
+rather than cascading down through several extra driver passes.
+
+Guarantees, compared with asyncio's:
+
+* **Never early**, for every timer the loop hands out: a callback runs only once ``loop.time() >=
+  when``. (asyncio runs a timer up to ``clock_resolution`` early, uvloop up to half a
+  millisecond early, as it rounds delays to the nearest millisecond.) For a wheel timer the price
+  is lateness of up to one ``tick`` plus the base loop's own wakeup granularity (1 ms for epoll
+  and for uvloop's clock). Timers routed to the base loop keep the base loop's precision, except
+  that on uvloop each is armed for the first millisecond at or after its ``when`` rather than the
+  nearest one: up to a millisecond later than uvloop would run it, never earlier.
+* **Total order** among wheel timers: by deadline, equal deadlines in scheduling order. asyncio
+  leaves equal deadlines unordered. There is no order *between* a wheel timer and a base-loop
+  timer due in the same iteration: on the selector loop the wheel timer runs one iteration later,
+  so of two timers with equal deadlines, one scheduled below ``min_delay`` and one above, the
+  base-loop one can run first whatever the scheduling order.
+* **Cancellation frees at once**: ``cancel()`` takes the timer off the wheel in O(1), so the
+  handle, its callback and its context are released immediately; asyncio keeps cancelled handles
+  in its heap until they reach the top or make up half of it.
+* ``loop.time()``, ``call_soon``, I/O, debug mode and the exception handler are the base loop's.
+* Closing the loop drops its pending wheel timers, as asyncio drops its heap (uvloop cancels its
+  own): the wheel is emptied and no reference cycle is left behind.
+
+Not thread-safe, like every asyncio loop: call ``call_later`` / ``call_at`` / ``cancel`` from the
+loop's thread (``call_soon_threadsafe`` is the way in from other threads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, SupportsFloat, SupportsIndex, TypeVar
+
+from aiowheel._impl import HierarchicalWheel
+from aiowheel.loop._selector import WheelEventLoop
+from aiowheel.loop._wheelloop import (
+    FAR_DELAY,
+    TimerHandle,
+    WheelLoop,
+    WheelStats,
+    resolve_min_delay,
+)
+
+__all__ = [
+    "FAR_DELAY",
+    "TimerHandle",
+    "WheelEventLoop",
+    "WheelLoop",
+    "WheelStats",
+    "loop_factory",
+    "new_event_loop",
+    "new_uvloop_event_loop",
+    "run",
+]
+
+_T = TypeVar("_T")
+
+# The public classes are documented, and named in annotations, as this package's. (Not the
+# handle: it is aiowheel._impl's, and the compiled one's type cannot be changed.)
+for _public in (WheelEventLoop, WheelLoop, WheelStats):
+    _public.__module__ = __name__
+del _public
+
+
+@functools.cache
+def _uvloop_class() -> Callable[..., WheelLoop]:
+    """The uvloop variant, importing uvloop (and :mod:`aiowheel.loop._uvloop`) on first use."""
+    try:
+        import uvloop  # noqa: F401  # optional: imported only when asked for
+    except ImportError as exc:
+        raise ImportError(
+            "uvloop=True needs uvloop, which is not installed: pip install 'aiowheel[uvloop]'"
+        ) from exc
+    from aiowheel.loop._uvloop import WheelUVLoop
+
+    return WheelUVLoop
+
+
+def new_event_loop(
+    *,
+    uvloop: bool = False,
+    tick: SupportsFloat = 0.001,
+    wheel_size: SupportsIndex = 64,
+    min_delay: SupportsFloat | None = None,
+) -> WheelLoop:
+    """A new event loop whose ``call_later`` / ``call_at`` put timers on a hierarchical wheel.
+
+    Args:
+        uvloop: subclass ``uvloop.Loop`` instead of asyncio's default loop (needs
+            ``pip install 'aiowheel[uvloop]'``).
+        tick: width of a level-0 slot in seconds, a finite real number > 0: wheel timers fire
+            up to one tick late (never early).
+        wheel_size: slots per level, a whole number from 2 to ``2**40``.
+        min_delay: timers with a delay below this (seconds, a finite real number >= 0) stay on
+            the base loop's own timers; None means ``4 * tick``.
+
+    Raises:
+        TypeError, ValueError: for a bad ``tick``, ``wheel_size`` or ``min_delay``, naming it.
+        ImportError: ``uvloop=True`` without uvloop installed.
+    """
+    if uvloop:
+        return _uvloop_class()(tick=tick, wheel_size=wheel_size, min_delay=min_delay)
+    return WheelEventLoop(tick=tick, wheel_size=wheel_size, min_delay=min_delay)
+
+
+def new_uvloop_event_loop() -> WheelLoop:
+    """A new wheel-backed loop on uvloop, with the defaults: ``new_event_loop(uvloop=True)``.
+
+    A zero-argument loop factory under a name that can be typed where a ``module:callable`` is
+    expected, as in ``uvicorn app:app --loop aiowheel.loop:new_uvloop_event_loop``, the uvloop
+    twin of ``--loop aiowheel.loop:new_event_loop``.
+
+    Raises:
+        ImportError: uvloop is not installed (naming the extra that installs it).
+    """
+    try:
+        return new_event_loop(uvloop=True)
+    except ImportError as exc:
+        raise ImportError(
+            "new_uvloop_event_loop() runs on uvloop, which is not installed: "
+            "pip install 'aiowheel[uvloop]' (or use new_event_loop, on asyncio's own loop)"
+        ) from exc
+
+
+def loop_factory(
+    *,
+    uvloop: bool = False,
+    tick: SupportsFloat = 0.001,
+    wheel_size: SupportsIndex = 64,
+    min_delay: SupportsFloat | None = None,
+) -> Callable[[], WheelLoop]:
+    """A zero-argument loop factory for ``asyncio.Runner(loop_factory=...)`` and anyio's
+    ``anyio.run(..., backend_options={"loop_factory": ...})``.
+
+    The options are those of :func:`new_event_loop`, and are checked now rather than when the
+    first loop is made.
+    """
+    wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)  # checks them
+    resolve_min_delay(min_delay, wheel.tick)
+    if uvloop:
+        _uvloop_class()
+    return functools.partial(
+        new_event_loop, uvloop=uvloop, tick=tick, wheel_size=wheel_size, min_delay=min_delay
+    )
+
+
+def run(
+    main: Coroutine[Any, Any, _T],
+    *,
+    uvloop: bool = False,
+    debug: bool | None = None,
+    tick: SupportsFloat = 0.001,
+    wheel_size: SupportsIndex = 64,
+    min_delay: SupportsFloat | None = None,
+) -> _T:
+    """Run ``main`` on a new wheel-backed loop and return its result, like ``asyncio.run``.
+
+    The loop is made by :func:`new_event_loop` with the given options and closed afterwards;
+    ``debug`` is ``asyncio.run``'s.
+    """
+    factory = loop_factory(uvloop=uvloop, tick=tick, wheel_size=wheel_size, min_delay=min_delay)
+    with asyncio.Runner(debug=debug, loop_factory=factory) as runner:
+        return runner.run(main)

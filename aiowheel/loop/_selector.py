@@ -1,0 +1,81 @@
+"""The selector base: :class:`WheelEventLoop`, asyncio's default event loop plus the wheel.
+
+Due wheel timers are appended to the loop's ready queue (``_ready``), so that they run in the
+next iteration exactly like ``call_soon`` callbacks; everything else is asyncio's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import selectors
+import sys
+from collections.abc import Callable
+from typing import Any, SupportsFloat, SupportsIndex
+
+from aiowheel.loop._wheelloop import TimerHandle, WheelLoop
+
+__all__ = ["WheelEventLoop"]
+
+if sys.platform == "win32":  # pragma: no cover - asyncio's default loop there is the Proactor
+    _BaseLoop = asyncio.ProactorEventLoop
+else:
+    _BaseLoop = asyncio.SelectorEventLoop
+
+
+class WheelEventLoop(WheelLoop, _BaseLoop):
+    """asyncio's default event loop with its timers on a hierarchical wheel.
+
+    A ``SelectorEventLoop`` (the Proactor on Windows); ``selector`` is passed to it.
+
+    Args:
+        tick: width of a level-0 slot, in seconds; the most a wheel timer can be late by, on
+            top of the base loop's own wakeup granularity.
+        wheel_size: slots per level.
+        min_delay: timers with a shorter delay stay on the base loop's heap; default
+            ``4 * tick``.
+    """
+
+    def __init__(
+        self,
+        selector: selectors.BaseSelector | None = None,
+        *,
+        tick: SupportsFloat = 0.001,
+        wheel_size: SupportsIndex = 64,
+        min_delay: SupportsFloat | None = None,
+    ) -> None:
+        super().__init__(selector)
+        try:
+            self._init_wheel(tick=tick, wheel_size=wheel_size, min_delay=min_delay)
+        except BaseException:
+            # Bad options: close what the base loop opened, or it warns when collected.
+            _BaseLoop.close(self)
+            raise
+
+    def _base_timer_cancelled(self, handle: asyncio.TimerHandle) -> None:
+        # A timer on the heap (or the driver): asyncio counts cancelled ones to purge its heap.
+        _BaseLoop._timer_handle_cancelled(self, handle)  # type: ignore[attr-defined]
+
+    def _check_in_debug(self, callback: Callable[..., object]) -> None:
+        # asyncio's own checks, so that messages and behaviour follow the running Python.
+        self._check_thread()  # type: ignore[attr-defined]  # private in typeshed
+        self._check_callback(callback, "call_at")  # type: ignore[attr-defined]
+
+    def _call_on_base(
+        self,
+        when: float,
+        delay: float,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        context: contextvars.Context | None,
+    ) -> asyncio.TimerHandle:
+        self._base_timers += 1
+        return _BaseLoop.call_at(self, when, callback, *args, context=context)
+
+    def _arm_driver(self, deadline: float) -> asyncio.Handle:
+        return _BaseLoop.call_at(self, deadline, self._on_wheel_due, context=self._driver_context)
+
+    def _dispatch(self, due: list[TimerHandle]) -> None:
+        # Run next iteration, like call_soon callbacks (debug timing, exception handler); a
+        # handle cancelled in the meantime is skipped by the loop itself.
+        self._ready.extend(due)  # type: ignore[attr-defined]  # private in typeshed

@@ -1,0 +1,210 @@
+"""What every wheel-backed loop shares, whatever its base loop: :class:`WheelLoop` (the driver
+that advances the wheel, the statistics, closing) and :class:`WheelStats`. The wheel timers
+themselves -- routing, handles (:class:`TimerHandle`), filing, cancelling -- are the loop core
+of :mod:`aiowheel._impl`, compiled if built.
+
+The base-loop specific parts are hooks (see :class:`WheelLoop`), filled in by
+:mod:`aiowheel.loop._selector` and :mod:`aiowheel.loop._uvloop`. The behaviour and guarantees are
+described in :mod:`aiowheel.loop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple, SupportsFloat, SupportsIndex
+
+from aiowheel._checks import check_length
+from aiowheel._impl import HierarchicalWheel, LoopCore, loop_call_at, loop_call_later
+from aiowheel._impl import LoopTimerHandle as TimerHandle
+
+__all__ = ["FAR_DELAY", "TimerHandle", "WheelLoop", "WheelStats", "resolve_min_delay"]
+
+#: Timers further away than this (seconds) stay on the base loop: 100 years, uvloop's own cap.
+FAR_DELAY = 100 * 365 * 24 * 3600.0
+
+# Default min_delay, in ticks: below 4 ticks, rounding up to a tick would add >= 25 %.
+_MIN_DELAY_TICKS = 4
+
+
+class WheelStats(NamedTuple):
+    """Counters of a :class:`WheelLoop`, since it was created (``pending`` and ``levels``: now)."""
+
+    #: Timers filed on the wheel.
+    wheel_timers: int
+    #: Timers left to the base loop: shorter than ``min_delay``, beyond ``FAR_DELAY`` or the
+    #: wheel's range, or NaN.
+    base_timers: int
+    #: Timers on the wheel now.
+    pending: int
+    #: Wheel timers cancelled before they were due (each taken off the wheel at once).
+    cancelled: int
+    #: Wheel timers found due and handed over to run (a later cancel still stops them).
+    fired: int
+    #: Times the driver ran (each advanced the wheel once).
+    driver_wakeups: int
+    #: Levels the wheel has grown so far.
+    levels: int
+
+
+def resolve_min_delay(min_delay: SupportsFloat | None, tick: float) -> float:
+    """``min_delay``, or its default ``4 * tick`` (``tick`` is the wheel's), checked to be a
+    finite real number >= 0, as a float."""
+    if min_delay is None:
+        return float(_MIN_DELAY_TICKS * tick)
+    return float(check_length(min_delay, "min_delay", zero_ok=True, optional=True))
+
+
+class WheelLoop(asyncio.AbstractEventLoop):
+    """What every wheel-backed loop adds to its base loop; not instantiated on its own.
+
+    A concrete class puts this first in its bases, before the base loop, calls
+    :meth:`_init_wheel` once the base loop is set up, and provides the hooks that differ between
+    base loops: :meth:`_check_in_debug`, :meth:`_call_on_base`, :meth:`_base_timer_cancelled`,
+    :meth:`_arm_driver` and :meth:`_dispatch`.
+    """
+
+    # The wheel's timers: the wheel, their handles and their bookkeeping (compiled if built).
+    _core: LoopCore
+    # The base-loop timer that will advance the wheel, or None while the wheel is empty; armed
+    # for _core.driver_when.
+    _driver: asyncio.Handle | None
+    # The context the driver runs in: empty, so that it keeps no caller's context alive.
+    _driver_context: contextvars.Context
+    _base_timers: int
+
+    def _init_wheel(
+        self,
+        *,
+        tick: SupportsFloat = 0.001,
+        wheel_size: SupportsIndex = 64,
+        min_delay: SupportsFloat | None = None,
+    ) -> None:
+        """Set up the wheel; called by the concrete class once the base loop is initialised
+        (its ``time()`` must work)."""
+        wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)  # checks them
+        self._core = LoopCore(
+            self, tick, wheel_size, resolve_min_delay(min_delay, wheel.tick), FAR_DELAY
+        )
+        self._driver = None
+        self._driver_context = contextvars.Context()
+        self._base_timers = 0
+
+    # -- the asyncio API --------------------------------------------------------------------
+
+    # asyncio's call_later / call_at, routing each timer to the wheel or the base loop: from
+    # aiowheel._impl, compiled if built (they run without a Python frame then).
+    call_later = loop_call_later
+    call_at = loop_call_at
+
+    def set_debug(self, enabled: bool) -> None:
+        """The base loop's ``set_debug``; the wheel's timers follow it."""
+        super().set_debug(enabled)  # the base loop's: next in the MRO
+        core: LoopCore | None = getattr(self, "_core", None)  # None while the base loop starts
+        if core is not None:
+            core.debug = self.get_debug()
+
+    def close(self) -> None:
+        """Close the base loop, then empty the wheel: pending timers are dropped, not run."""
+        super().close()  # the base loop's: next in the MRO
+        self._driver = None
+        self._core.close()
+
+    def _timer_handle_cancelled(self, handle: asyncio.TimerHandle) -> None:
+        """Called by ``asyncio.TimerHandle.cancel``: take a wheel timer off the wheel at once.
+
+        Any other handle is the base loop's: see :meth:`_base_timer_cancelled`. (The compiled
+        handle takes itself off the wheel without calling this.)
+        """
+        if isinstance(handle, TimerHandle):
+            self._core.cancel(handle)
+        else:
+            self._base_timer_cancelled(handle)
+
+    def wheel_stats(self) -> WheelStats:
+        """Counters for tests and observability; see :class:`WheelStats`."""
+        core = self._core
+        return WheelStats(
+            wheel_timers=core.wheel_timers,
+            base_timers=self._base_timers,
+            pending=len(core.wheel),
+            cancelled=core.cancelled,
+            fired=core.fired,
+            driver_wakeups=core.driver_wakeups,
+            levels=core.wheel.levels,
+        )
+
+    @property
+    def wheel(self) -> HierarchicalWheel[TimerHandle]:
+        """The wheel itself, for inspection; changing it bypasses the loop's bookkeeping."""
+        wheel: HierarchicalWheel[TimerHandle] = self._core.wheel
+        return wheel
+
+    @property
+    def min_delay(self) -> float:
+        """Timers with a shorter delay stay on the base loop."""
+        min_delay: float = self._core.min_delay
+        return min_delay
+
+    # -- driving ----------------------------------------------------------------------------
+
+    def _arm(self, deadline: float) -> None:
+        """Point the driver at ``deadline``, replacing any driver armed for another time."""
+        driver = self._driver
+        if driver is not None:
+            driver.cancel()
+        self._driver = self._arm_driver(deadline)
+        self._core.driver_when = deadline
+
+    def _rearm(self) -> None:
+        """Point the driver at the wheel's next deadline, or disarm it if the wheel is empty."""
+        deadline = self._core.wheel.next_deadline()
+        if deadline is None:
+            if self._driver is not None:
+                self._driver.cancel()
+                self._driver = None
+                self._core.driver_when = math.inf
+        elif deadline != self._core.driver_when:
+            self._arm(deadline)
+
+    def _on_wheel_due(self) -> None:
+        """The driver: advance the wheel to now, re-arm, hand over what is due."""
+        self._driver = None
+        self._core.driver_when = math.inf
+        due = self._core.advance(self.time())
+        # Armed before anything runs, so that timers scheduled by the callbacks below can only
+        # move the driver earlier, as they would at any other time.
+        self._rearm()
+        if due:
+            self._dispatch(due)
+
+    # -- hooks for the base loop ------------------------------------------------------------
+
+    def _check_in_debug(self, callback: Callable[..., object]) -> None:
+        """asyncio's debug-mode checks of ``call_at``: the loop's thread, a plain callable."""
+        raise NotImplementedError
+
+    def _base_timer_cancelled(self, handle: asyncio.TimerHandle) -> None:
+        """An ``asyncio.TimerHandle`` of the base loop's own was cancelled; by default, nothing
+        to do (uvloop's own handles never call back)."""
+
+    def _call_on_base(
+        self,
+        when: float,
+        delay: float,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        context: contextvars.Context | None,
+    ) -> asyncio.TimerHandle:
+        """Schedule a timer the base loop's own way."""
+        raise NotImplementedError
+
+    def _arm_driver(self, deadline: float) -> asyncio.Handle:
+        """Schedule ``_on_wheel_due`` on the base loop, to run no earlier than ``deadline``."""
+        raise NotImplementedError
+
+    def _dispatch(self, due: list[TimerHandle]) -> None:
+        """Run the handles in ``due`` in order, skipping cancelled ones, like ready callbacks."""
+        raise NotImplementedError
