@@ -33,7 +33,7 @@ import aiowheel._impl
 import aiowheel.loop
 from aiowheel.loop import (
     FAR_DELAY,
-    TimerHandle,
+    LoopTimerHandle,
     WheelEventLoop,
     WheelLoop,
     loop_factory,
@@ -224,7 +224,7 @@ def test_never_early_and_in_deadline_then_scheduling_order(loop: WheelLoop) -> N
         handles.append(handle)
     # In real time (uvloop) a stalled machine could make a shared deadline too near for the
     # wheel; the contract below is the wheel's, so it is checked on the wheel's timers.
-    on_wheel = {i for i, handle in enumerate(handles) if isinstance(handle, TimerHandle)}
+    on_wheel = {i for i, handle in enumerate(handles) if isinstance(handle, LoopTimerHandle)}
     assert len(on_wheel) >= 200  # the call_later ones at least: 5 ms >= min_delay
     run_for(loop, 0.07)
 
@@ -257,7 +257,7 @@ def test_equal_deadlines_keep_scheduling_order_across_levels() -> None:
     deadline = START + 10.0
     order: list[str] = []
     first = loop.call_at(deadline, order.append, "first")
-    assert isinstance(first, TimerHandle) and first._entry is not None
+    assert isinstance(first, LoopTimerHandle) and first._entry is not None
     assert loop.wheel.locate(first._entry) is not None
     assert loop.wheel.locate(first._entry)[0] == 2  # 10 000 ticks ahead: level 2
     # The same deadline, scheduled later on, when it is on level 1 and then on level 0.
@@ -315,7 +315,7 @@ def test_zero_delay_on_the_wheel_runs_in_a_later_pass(kind: str) -> None:
     def first() -> None:
         order.append("first")
         handle = loop.call_later(0, order.append, "zero")
-        assert isinstance(handle, TimerHandle)  # min_delay=0: even this is on the wheel
+        assert isinstance(handle, LoopTimerHandle)  # min_delay=0: even this is on the wheel
 
     loop.call_at(when, first)
     loop.call_at(when, order.append, "second")
@@ -360,7 +360,7 @@ def test_handles_behave_as_asyncio_timer_handles(loop: WheelLoop) -> None:
     when = loop.time() + 1.0
     handle = loop.call_at(when, tick)
     later = loop.call_at(when + 1.0, tick)
-    assert isinstance(handle, TimerHandle)
+    assert isinstance(handle, LoopTimerHandle)
     # The pure handle is an asyncio.TimerHandle; the compiled one, a C object, has its API but
     # is not one, as uvloop's handles are not (docs/loop.md's table says so).
     assert isinstance(handle, asyncio.TimerHandle) is not aiowheel._impl.COMPILED
@@ -394,7 +394,7 @@ def test_a_wheel_callbacks_error_goes_to_the_exception_handler(loop: WheelLoop) 
 
     handle = loop.call_later(0.01, fail)
     loop.call_later(0.01, ran.append, "after")
-    assert isinstance(handle, TimerHandle)
+    assert isinstance(handle, LoopTimerHandle)
     run_for(loop, 0.05)
     (report,) = reports
     assert report["exception"] is error
@@ -510,8 +510,8 @@ def test_short_far_and_nan_timers_stay_on_the_base_loop(kind: str) -> None:
         on_wheel = [loop.call_later(0.004, Callback()), loop.call_at(loop.time() + 60, Callback())]
         if kind == "virtual":  # uvloop itself refuses NaN
             on_base.append(loop.call_later(math.nan, Callback()))
-        assert not any(isinstance(handle, TimerHandle) for handle in on_base)
-        assert all(isinstance(handle, TimerHandle) for handle in on_wheel)
+        assert not any(isinstance(handle, LoopTimerHandle) for handle in on_base)
+        assert all(isinstance(handle, LoopTimerHandle) for handle in on_wheel)
         stats = loop.wheel_stats()
         assert (stats.base_timers, stats.wheel_timers, stats.pending) == (len(on_base), 2, 2)
         for handle in on_base + on_wheel:
@@ -524,8 +524,8 @@ def test_short_far_and_nan_timers_stay_on_the_base_loop(kind: str) -> None:
 def test_min_delay_sets_the_routing(kind: str) -> None:
     loop = make_loop(kind, min_delay=0.05)
     try:
-        assert not isinstance(loop.call_later(0.049, Callback()), TimerHandle)
-        assert isinstance(loop.call_later(0.05, Callback()), TimerHandle)
+        assert not isinstance(loop.call_later(0.049, Callback()), LoopTimerHandle)
+        assert isinstance(loop.call_later(0.05, Callback()), LoopTimerHandle)
     finally:
         loop.close()
 
@@ -723,7 +723,7 @@ def test_a_later_timer_in_an_earlier_higher_bucket_needs_no_extra_pass() -> None
     ran: list[tuple[str, float]] = []
     first = loop.call_at(start + 0.060, lambda: ran.append(("first", loop.time())))
     later = loop.call_at(start + 0.065, lambda: ran.append(("later", loop.time())))
-    assert isinstance(later, TimerHandle) and later._entry is not None
+    assert isinstance(later, LoopTimerHandle) and later._entry is not None
     location = loop.wheel.locate(later._entry)
     assert location is not None and location[0] == 1
     expiration = loop.wheel.bucket_expiration(*location)
@@ -761,7 +761,7 @@ def test_an_idle_wheel_catches_up_before_filing_a_near_timer() -> None:
     loop.call_later(3600, Callback())  # a far timer keeps the wheel busy but its clock idle
     loop.advance(1800)  # half an hour passes (the loop was blocked, say)
     near = loop.call_later(0.01, Callback())
-    assert isinstance(near, TimerHandle) and near._entry is not None
+    assert isinstance(near, LoopTimerHandle) and near._entry is not None
     location = loop.wheel.locate(near._entry)
     assert location is not None and location[0] == 0  # straight onto level 0, no cascading
     run_for(loop, 0.02)
@@ -823,10 +823,10 @@ def test_random_schedules_keep_the_contract(
     loop.close()
     ran_ids = [i for _, i in ran]
     assert sorted(ran_ids) == sorted(set(range(len(handles))) - cancelled)
-    on_wheel = [i for i in ran_ids if isinstance(handles[i], TimerHandle)]
+    on_wheel = [i for i in ran_ids if isinstance(handles[i], LoopTimerHandle)]
     assert on_wheel == sorted(on_wheel, key=lambda i: (handles[i].when(), i))
     for ran_at, i in ran:
-        if isinstance(handles[i], TimerHandle):
+        if isinstance(handles[i], LoopTimerHandle):
             assert handles[i].when() <= ran_at <= handles[i].when() + TICK * (1 + 1e-9)
         else:  # the base loop's timers keep asyncio's own precision
             assert ran_at >= handles[i].when() - loop._clock_resolution  # type: ignore[attr-defined]
@@ -910,7 +910,7 @@ def outcome(call: Callable[[], object]) -> tuple[type[BaseException], str] | Non
         handle = call()
     except Exception as exc:
         return type(exc), str(exc)
-    assert isinstance(handle, (asyncio.Handle, TimerHandle))  # the compiled one is neither
+    assert isinstance(handle, (asyncio.Handle, LoopTimerHandle))  # the compiled one is neither
     handle.cancel()
     return None
 
@@ -1150,3 +1150,14 @@ def test_benchmark_quick_run() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "asyncio+wheel" in result.stdout
+
+
+def test_the_handles_old_name_is_a_deprecated_alias() -> None:
+    # aiowheel.loop.TimerHandle was the wheel loop's handle; it is LoopTimerHandle now, so that it
+    # is not mistaken for the Timer's aiowheel.TimerHandle. The old name works for one release.
+    with pytest.warns(DeprecationWarning, match="renamed aiowheel.loop.LoopTimerHandle"):
+        old = aiowheel.loop.TimerHandle
+    assert old is LoopTimerHandle
+    assert "TimerHandle" not in aiowheel.loop.__all__
+    with pytest.raises(AttributeError, match="has no attribute 'Handle'"):
+        aiowheel.loop.Handle  # noqa: B018  # other names are not invented

@@ -25,7 +25,7 @@ a ``LoopCore`` from :mod:`aiowheel._impl`: compiled if the extension is built, e
 specification :mod:`aiowheel._loopcore`.
 
 Routing. A timer whose delay (``when - loop.time()`` at the call) is at least ``min_delay`` goes
-on the wheel and its handle is this package's :class:`TimerHandle`: with the compiled core a C
+on the wheel and its handle is a :class:`LoopTimerHandle`: with the compiled core a C
 object with ``asyncio.TimerHandle``'s API (like uvloop's handles, not an instance of it), with
 the pure one a subclass of ``asyncio.TimerHandle``. Every other timer goes to the base loop
 unchanged and gets the base loop's own handle:
@@ -97,6 +97,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import warnings
 from collections.abc import Callable, Coroutine
 from typing import Any, SupportsFloat, SupportsIndex, TypeVar
 
@@ -104,7 +105,7 @@ from aiowheel._impl import HierarchicalWheel
 from aiowheel.loop._selector import WheelEventLoop
 from aiowheel.loop._wheelloop import (
     FAR_DELAY,
-    TimerHandle,
+    LoopTimerHandle,
     WheelLoop,
     WheelStats,
     resolve_min_delay,
@@ -112,7 +113,7 @@ from aiowheel.loop._wheelloop import (
 
 __all__ = [
     "FAR_DELAY",
-    "TimerHandle",
+    "LoopTimerHandle",
     "WheelEventLoop",
     "WheelLoop",
     "WheelStats",
@@ -129,6 +130,21 @@ _T = TypeVar("_T")
 for _public in (WheelEventLoop, WheelLoop, WheelStats):
     _public.__module__ = __name__
 del _public
+
+
+def __getattr__(name: str) -> object:
+    """``TimerHandle``, the handle's name before 0.2: an alias of :class:`LoopTimerHandle` for
+    one release, with a DeprecationWarning (the Timer's handle is ``aiowheel.TimerHandle``; two
+    public classes of one name made every mention ambiguous)."""
+    if name == "TimerHandle":
+        warnings.warn(
+            "aiowheel.loop.TimerHandle is renamed aiowheel.loop.LoopTimerHandle; "
+            "the old name goes in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return LoopTimerHandle
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @functools.cache

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, SupportsFloat, SupportsIndex
 
-from aiowheel.loop._wheelloop import TimerHandle, WheelLoop
+from aiowheel.loop._wheelloop import LoopTimerHandle, WheelLoop
 
 __all__ = ["WheelEventLoop"]
 
@@ -75,7 +75,7 @@ class WheelEventLoop(WheelLoop, _BaseLoop):
     def _arm_driver(self, deadline: float) -> asyncio.Handle:
         return _BaseLoop.call_at(self, deadline, self._on_wheel_due, context=self._driver_context)
 
-    def _dispatch(self, due: list[TimerHandle]) -> None:
+    def _dispatch(self, due: list[LoopTimerHandle]) -> None:
         # Run next iteration, like call_soon callbacks (debug timing, exception handler); a
         # handle cancelled in the meantime is skipped by the loop itself.
         self._ready.extend(due)  # type: ignore[attr-defined]  # private in typeshed

@@ -28,7 +28,7 @@ from typing import Any, SupportsFloat, SupportsIndex
 
 import uvloop
 
-from aiowheel.loop._wheelloop import FAR_DELAY, TimerHandle, WheelLoop
+from aiowheel.loop._wheelloop import FAR_DELAY, LoopTimerHandle, WheelLoop
 
 __all__ = ["WheelUVLoop", "delay_to_ms_at_or_after"]
 
@@ -64,7 +64,7 @@ class WheelUVLoop(WheelLoop, _UVLoop):  # type: ignore[valid-type,misc]  # runti
 
     # Handles found due but not run yet: only non-empty while a batch runs, or after a
     # callback raised SystemExit / KeyboardInterrupt out of the middle of one.
-    _batch: deque[TimerHandle]
+    _batch: deque[LoopTimerHandle]
 
     def __init__(
         self,
@@ -126,7 +126,7 @@ class WheelUVLoop(WheelLoop, _UVLoop):  # type: ignore[valid-type,misc]  # runti
         delay = delay_to_ms_at_or_after(deadline, self.time())
         return _UVLoop.call_later(self, delay, self._on_wheel_due, context=self._driver_context)
 
-    def _dispatch(self, due: list[TimerHandle]) -> None:
+    def _dispatch(self, due: list[LoopTimerHandle]) -> None:
         self._batch.extend(due)
         self._run_batch()
 

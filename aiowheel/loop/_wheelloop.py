@@ -1,6 +1,6 @@
 """What every wheel-backed loop shares, whatever its base loop: :class:`WheelLoop` (the driver
 that advances the wheel, the statistics, closing) and :class:`WheelStats`. The wheel timers
-themselves -- routing, handles (:class:`TimerHandle`), filing, cancelling -- are the loop core
+themselves -- routing, handles (:class:`LoopTimerHandle`), filing, cancelling -- are the loop core
 of :mod:`aiowheel._impl`, compiled if built.
 
 The base-loop specific parts are hooks (see :class:`WheelLoop`), filled in by
@@ -17,10 +17,15 @@ from collections.abc import Callable
 from typing import Any, NamedTuple, SupportsFloat, SupportsIndex
 
 from aiowheel._checks import check_length
-from aiowheel._impl import HierarchicalWheel, LoopCore, loop_call_at, loop_call_later
-from aiowheel._impl import LoopTimerHandle as TimerHandle
+from aiowheel._impl import (
+    HierarchicalWheel,
+    LoopCore,
+    LoopTimerHandle,
+    loop_call_at,
+    loop_call_later,
+)
 
-__all__ = ["FAR_DELAY", "TimerHandle", "WheelLoop", "WheelStats", "resolve_min_delay"]
+__all__ = ["FAR_DELAY", "LoopTimerHandle", "WheelLoop", "WheelStats", "resolve_min_delay"]
 
 #: Timers further away than this (seconds) stay on the base loop: 100 years, uvloop's own cap.
 FAR_DELAY = 100 * 365 * 24 * 3600.0
@@ -118,7 +123,7 @@ class WheelLoop(asyncio.AbstractEventLoop):
         Any other handle is the base loop's: see :meth:`_base_timer_cancelled`. (The compiled
         handle takes itself off the wheel without calling this.)
         """
-        if isinstance(handle, TimerHandle):
+        if isinstance(handle, LoopTimerHandle):
             self._core.cancel(handle)
         else:
             self._base_timer_cancelled(handle)
@@ -137,9 +142,9 @@ class WheelLoop(asyncio.AbstractEventLoop):
         )
 
     @property
-    def wheel(self) -> HierarchicalWheel[TimerHandle]:
+    def wheel(self) -> HierarchicalWheel[LoopTimerHandle]:
         """The wheel itself, for inspection; changing it bypasses the loop's bookkeeping."""
-        wheel: HierarchicalWheel[TimerHandle] = self._core.wheel
+        wheel: HierarchicalWheel[LoopTimerHandle] = self._core.wheel
         return wheel
 
     @property
@@ -205,6 +210,6 @@ class WheelLoop(asyncio.AbstractEventLoop):
         """Schedule ``_on_wheel_due`` on the base loop, to run no earlier than ``deadline``."""
         raise NotImplementedError
 
-    def _dispatch(self, due: list[TimerHandle]) -> None:
+    def _dispatch(self, due: list[LoopTimerHandle]) -> None:
         """Run the handles in ``due`` in order, skipping cancelled ones, like ready callbacks."""
         raise NotImplementedError
