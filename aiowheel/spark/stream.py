@@ -1,11 +1,13 @@
-"""The distributed idle-expiry service: a Structured Streaming job with per-key state and timers.
+"""The distributed idle-expiry service: a Structured Streaming job with state and timers.
 
 This module owns :func:`stream`, which emits, from a directory of event files that keeps
-growing, the same expiries as :func:`aiowheel.spark.replay` for the same events. Each
-``(key, timeout)`` group is handled by :class:`IdleExpiryProcessor` through
-``transformWithStateInPandas`` (Spark >= 4.0) with event-time timers, its state in the RocksDB
-state store, and the query checkpointed: a stop and a restart lose no expiry and emit none
-twice (the Parquet sink commits each micro-batch exactly once with the checkpoint).
+growing, the same expiries as :func:`aiowheel.spark.replay` for the same events. Keys are
+hashed into shards (:mod:`aiowheel.spark.shard`); each shard is one group of
+``transformWithState`` (:class:`IdleExpiryProcessor`, the default) or of
+``transformWithStateInPandas`` (:class:`IdleExpiryPandasProcessor`), with one value state, one
+event-time timer, its state in the RocksDB state store, and the query checkpointed: a stop and
+a restart lose no expiry and emit none twice (the Parquet sink commits each micro-batch exactly
+once with the checkpoint).
 
 Event time and the watermark. Events may arrive out of order; the watermark (the largest
 ``ts`` seen, minus ``delay``) says how far the log is complete. The processor buffers each
@@ -20,7 +22,6 @@ expiries between ``W`` and the log's end come out as time (the watermark) moves 
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -46,6 +47,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from aiowheel._checks import check_count, check_length
 from aiowheel.spark import shard
 from aiowheel.spark.events import EVENT_SCHEMA, EventFormat, kind_rank, normalize_events
 from aiowheel.spark.keystate import Event, IdleRule
@@ -212,19 +214,14 @@ def expiry_stream(
     """
     timeouts = check_timeouts(timeouts)
     tick = check_tick(tick)
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)):
-        raise TypeError(f"delay must be an int or a float, got {delay!r}")
-    if not (math.isfinite(delay) and delay >= 0):
-        raise ValueError(f"delay must be finite and >= 0 seconds, got {delay!r}")
+    delay = float(check_length(delay, "delay", zero_ok=True))
     if api not in ("row", "pandas"):
         raise ValueError(f"api must be 'row' or 'pandas', got {api!r}")
     if shards is None:
         partitions = events.sparkSession.conf.get("spark.sql.shuffle.partitions") or "200"
         shards = SHARDS_PER_PARTITION * int(partitions)
-    elif isinstance(shards, bool) or not isinstance(shards, int):
-        raise TypeError(f"shards must be an int or None, got {shards!r}")
-    elif shards < 1:
-        raise ValueError(f"shards must be >= 1, got {shards!r}")
+    else:
+        shards = check_count(shards, "shards", 1, 2**31 - 1, optional=True)
     # The processors read rows by position: key, ts, rank, event_id (event_time carries the
     # watermark, by which Spark drops late events before they reach a processor).
     keyed = (
@@ -242,13 +239,13 @@ def expiry_stream(
     grouped = keyed.groupBy("shard")
     if api == "row":
         return grouped.transformWithState(
-            statefulProcessor=IdleExpiryProcessor(timeouts, tick, float(delay), shards),
+            statefulProcessor=IdleExpiryProcessor(timeouts, tick, delay, shards),
             outputStructType=_EXPIRY_TYPE,
             outputMode="Append",
             timeMode="EventTime",
         )
     return grouped.transformWithStateInPandas(
-        statefulProcessor=IdleExpiryPandasProcessor(timeouts, tick, float(delay), shards),
+        statefulProcessor=IdleExpiryPandasProcessor(timeouts, tick, delay, shards),
         outputStructType=_EXPIRY_TYPE,
         outputMode="Append",
         timeMode="EventTime",
