@@ -1,10 +1,15 @@
-"""Replay throughput on Spark: events per second on local[1] vs local[2].
+"""Replay throughput on Spark: events per second on local[1] vs local[2], next to its floor.
 
 Generates the seed scenario once (Parquet, in a temporary directory), then times
 ``aiowheel.spark.replay`` writing every expiry to Parquet, on a fresh ``local[1]`` and a fresh
-``local[2]`` session (each in its own process, so the JVMs do not share warm-up). The first
-replay of each session warms the JVM up and is not counted; the best of ``--rounds`` is
-reported. Numbers only: this never fails on speed.
+``local[2]`` session (each in its own process, so the JVMs do not share warm-up). In the same
+process and interleaved with it, the *floor*: a bare ``lead()`` window over the same log (one
+shuffle, one sort, one window; no validation, de-duplication or horizon), written the same way,
+as one would write it (``partitionBy("key")``) and with the hash prefix replay's sorts use. The
+first round of each warms the JVM up and is not counted; the median of ``--rounds`` is reported
+with the range, and the CPU seconds of the JVM and its Python workers next to it, which a
+machine shared with other work inflates less than wall time. Numbers only: this never fails on
+speed.
 
     python benchmarks/bench_spark_replay.py            # 10M events
     python benchmarks/bench_spark_replay.py --quick    # 200k events
@@ -16,93 +21,203 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 KEEPALIVE = 25.0
 DURATION = 300.0
+# What replay is timed against, in this order: replay itself, then its floors.
+VARIANTS = ("replay", "lead", "lead+hash")
 
 
-def _connections(events: int) -> int:
+def connections_for(events: int) -> int:
     """Connections giving about ``events`` events over DURATION with one keepalive per KEEPALIVE."""
     return max(1, round(events / (DURATION / KEEPALIVE)))
 
 
-def _generate(path: str, events: int) -> int:
+def generate_log(path: str, events: int, *, seed: int = 0) -> int:
+    """Write the seed scenario with about ``events`` events to ``path``; return its size."""
     from aiowheel.spark import generate, spark_session
 
     spark = spark_session("local[2]")
-    log = generate(spark, connections=_connections(events), duration=DURATION, path=path)
+    log = generate(
+        spark, connections=connections_for(events), duration=DURATION, seed=seed, path=path
+    )
     count = log.count()
     spark.stop()
     return count
 
 
-def _measure(path: str, master: str, timeouts: list[float], rounds: int) -> float:
-    """Best wall time of ``rounds`` replays on ``master``, after one warm-up replay."""
-    from aiowheel.spark import read_events, replay, spark_session
+def process_tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its descendants, including children
+    they have reaped: the JVM of a session and the Python workers it forks."""
+    children: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # gone meanwhile
+        # After the command: state, ppid, ..., utime stime cutime cstime at 11..14.
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        times[int(entry)] = sum(int(value) for value in fields[11:15]) / tick
+    total, stack = 0.0, [pid]
+    while stack:
+        current = stack.pop()
+        total += times.get(current, 0.0)
+        stack.extend(children.get(current, []))
+    return total
 
-    spark = spark_session(master)
+
+def jvm_pid(spark: SparkSession) -> int:
+    """The process id of the session's JVM (local mode: the driver is the executor)."""
+    return int(spark.sparkContext._gateway.proc.pid)  # type: ignore[union-attr]
+
+
+def floor(events: DataFrame, timeout: float, *, hashed: bool) -> DataFrame:
+    """The bare ``lead()`` window: one shuffle by key, one sort, one window, the same output
+    columns as replay (deadline without the tick's rounding)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    from aiowheel.spark.events import kind_rank
+
+    partition = [F.xxhash64("key"), "key"] if hashed else ["key"]
+    order = Window.partitionBy(*partition).orderBy("ts", "rank")
+    ranked = events.select("key", "ts", kind_rank(F.col("kind")).alias("rank"))
+    touches = ranked.withColumn("next_ts", F.lead("ts").over(order))
+    expired_at = F.col("ts") + F.lit(timeout)
+    return touches.filter(
+        (F.col("rank") != F.lit(2)) & (F.col("next_ts").isNull() | (F.col("next_ts") >= expired_at))
+    ).select(
+        "key",
+        F.lit(timeout).alias("timeout"),
+        expired_at.alias("expired_at"),
+        F.col("ts").alias("last_seen"),
+    )
+
+
+def measure_replay(
+    spark: SparkSession, path: str, timeouts: Sequence[float], rounds: int
+) -> dict[str, dict[str, list[float]]]:
+    """Per variant of VARIANTS: wall and CPU seconds of each of ``rounds`` runs, interleaved,
+    after one warm-up run of each."""
+    from aiowheel.spark import read_events, replay
+
     out = tempfile.mkdtemp(prefix="aiowheel-bench-out-")
-    best = float("inf")
+    runs: dict[str, Callable[[], DataFrame]] = {
+        "replay": lambda: replay(spark, read_events(spark, path), timeouts=timeouts, tick=0.001),
+        "lead": lambda: floor(spark.read.parquet(path), timeouts[0], hashed=False),
+        "lead+hash": lambda: floor(spark.read.parquet(path), timeouts[0], hashed=True),
+    }
+    pid = jvm_pid(spark)
+    results: dict[str, dict[str, list[float]]] = {v: {"seconds": [], "cpu": []} for v in runs}
     for round_ in range(rounds + 1):
-        start = time.perf_counter()
-        events = read_events(spark, path)
-        replay(spark, events, timeouts=timeouts, tick=0.001).write.mode("overwrite").parquet(out)
-        elapsed = time.perf_counter() - start
-        if round_ > 0:
-            best = min(best, elapsed)
-    spark.stop()
-    return best
+        for variant, build in runs.items():
+            cpu, start = process_tree_cpu(pid), time.perf_counter()
+            build().write.mode("overwrite").parquet(out)
+            seconds, used = time.perf_counter() - start, process_tree_cpu(pid) - cpu
+            if round_ > 0:
+                results[variant]["seconds"].append(seconds)
+                results[variant]["cpu"].append(used)
+    return results
+
+
+def child(argv: Sequence[str]) -> dict[str, Any]:
+    """Run in a fresh process: ``PATH MASTER ROUNDS TIMEOUTS``; returns the measurements."""
+    from aiowheel.spark import spark_session
+
+    path, master, rounds, timeouts = argv
+    spark = spark_session(master)
+    try:
+        return measure_replay(spark, path, [float(t) for t in timeouts.split(",")], int(rounds))
+    finally:
+        spark.stop()
+
+
+def run_child(script: str, args: Sequence[str]) -> Any:
+    """Run ``script --child ARGS`` in a fresh process; return the JSON of its last line."""
+    done = subprocess.run(
+        [sys.executable, script, "--child", *args], check=False, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"{script} --child {' '.join(args)} failed:\n{done.stderr[-4000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def median_range(values: Sequence[float]) -> tuple[float, float, float]:
+    return statistics.median(values), min(values), max(values)
+
+
+def load() -> str:
+    """The machine's load average, as uptime prints it."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f} on {os.cpu_count()} CPUs"
+
+
+def replay_table(count: int, by_master: dict[str, dict[str, dict[str, list[float]]]]) -> str:
+    """The replay figures as a Markdown table: events/s (median and range) per master and
+    variant, CPU seconds, and replay against its floors."""
+    lines = [
+        "| master | variant | seconds (median) | events/s (median, range) | CPU s | vs lead() |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for master, variants in by_master.items():
+        lead = statistics.median(variants["lead"]["seconds"])
+        for variant in VARIANTS:
+            seconds, fastest, slowest = median_range(variants[variant]["seconds"])
+            lines.append(
+                f"| {master} | {variant} | {seconds:.2f} | {count / seconds:,.0f} "
+                f"({count / slowest:,.0f}-{count / fastest:,.0f}) | "
+                f"{statistics.median(variants[variant]['cpu']):.1f} | {lead / seconds:.2f}x |"
+            )
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--events", type=int, default=10_000_000)
     parser.add_argument("--quick", action="store_true", help="200k events, one round")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeouts", default="30", help="comma-separated, default 30")
     parser.add_argument("--masters", default="local[1],local[2]")
-    parser.add_argument("--child", nargs=2, metavar=("PATH", "MASTER"), help=argparse.SUPPRESS)
+    parser.add_argument("--out", default=None, help="also write results.json here (a folder)")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    timeouts = [float(t) for t in args.timeouts.split(",")]
+    if args.child:
+        print(json.dumps(child(args.child)))
+        return 0
     if args.quick:
         args.events, args.rounds = 200_000, 1
-    if args.child:
-        path, master = args.child
-        print(json.dumps({"seconds": _measure(path, master, timeouts, args.rounds)}))
-        return 0
     with tempfile.TemporaryDirectory(prefix="aiowheel-bench-") as tmp:
         path = os.path.join(tmp, "events.parquet")
         start = time.perf_counter()
-        count = _generate(path, args.events)
+        count = generate_log(path, args.events)
         print(f"generated {count:,} events in {time.perf_counter() - start:.1f} s", flush=True)
-        rows = []
-        for master in args.masters.split(","):
-            result = subprocess.run(
-                [
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    path,
-                    master,
-                    "--rounds",
-                    str(args.rounds),
-                    "--timeouts",
-                    args.timeouts,
-                ],
-                check=True,
-                capture_output=True,
-                text=True,
-            )
-            seconds = json.loads(result.stdout.strip().splitlines()[-1])["seconds"]
-            rows.append((master, seconds, count / seconds))
-    print(f"\nreplay of {count:,} events, timeouts {args.timeouts}, best of {args.rounds}")
-    print(f"{'master':<10} {'seconds':>9} {'events/s':>14} {'speed-up':>9}")
-    for master, seconds, rate in rows:
-        print(f"{master:<10} {seconds:>9.2f} {rate:>14,.0f} {rows[0][1] / seconds:>8.2f}x")
+        by_master = {
+            master: run_child(__file__, [path, master, str(args.rounds), args.timeouts])
+            for master in args.masters.split(",")
+        }
+    table = replay_table(count, by_master)
+    print(f"\nreplay of {count:,} events, timeouts {args.timeouts}, median of {args.rounds}")
+    print(f"({load()})\n")
+    print(table)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "spark_replay.json"), "w", encoding="utf-8") as out:
+            json.dump({"events": count, "load": load(), "replay": by_master}, out, indent=1)
     return 0
 
 

@@ -68,10 +68,7 @@ TWINS = {"aiowheel.wheel", "aiowheel._timercore", "aiowheel._loopcore", "aiowhee
 SELECTOR_LAYER = LAYERS["aiowheel._impl"]
 
 # Known exceptions, each to be removed when it is fixed (the test fails when one is obsolete).
-EXCEPTIONS = {
-    # Spark replay's expiry rule uses the pure ceil_ticks; to be switched to aiowheel._impl.
-    ("aiowheel.spark.replay", "aiowheel.wheel"),
-}
+EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def layer_of(module: str) -> int | None:

@@ -9,8 +9,8 @@ semantics of :class:`aiowheel.IdleTimeouts` exactly, on logs too large for one h
   would have produced, for several timeouts in one pass, with built-in Spark SQL only;
 * :func:`metrics` and :func:`report` — pending timers over time, expirations per second, peaks
   and a what-if table across timeouts, written as Parquet, CSV, PNG plots and an HTML page;
-* :func:`stream` — the same expiries from a Structured Streaming job with Spark's own per-key
-  state and event-time timers (``transformWithStateInPandas``, RocksDB state store).
+* :func:`stream` — the same expiries from a Structured Streaming job with Spark's own state
+  store and event-time timers (``transformWithState``, RocksDB state store).
 
 pyspark is imported here, so importing this package is the one place a missing ``spark`` extra
 shows: it raises ImportError naming what to install. ``import aiowheel`` never imports it.

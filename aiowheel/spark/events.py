@@ -22,6 +22,7 @@ applied as ``open``, then ``data``, then ``close`` (:data:`KIND_RANK`).
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Literal
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -91,7 +92,13 @@ def normalize_events(events: DataFrame) -> DataFrame:
     either (as CSV and JSON read it). ``kind`` is trimmed and lower-cased. A missing
     ``event_id`` column reads as all null. Raises ValueError at once for a missing column or a
     ``ts`` of an unsupported type; bad values fail the Spark job that reads them.
+
+    A DataFrame this function returned is returned as it is (:func:`read_events` then
+    :func:`aiowheel.spark.replay` normalise once); any DataFrame derived from it is checked
+    again, which costs little for values already in normal form.
     """
+    if events in _NORMALISED:
+        return events
     missing = [name for name in ("key", "ts", "kind") if name not in events.columns]
     if missing:
         raise ValueError(
@@ -99,14 +106,15 @@ def normalize_events(events: DataFrame) -> DataFrame:
             f"(event_id optional), got {events.columns}"
         )
     ts = _seconds(F.col("ts"), events.schema["ts"].dataType)
-    kind = F.lower(F.trim(F.col("kind").cast("string")))
+    given = F.col("kind").cast("string")
+    kind = F.lower(F.trim(given))
     event_id = (
         F.col("event_id").cast("string")
         if "event_id" in events.columns
         else F.lit(None).cast("string")
     )
     key = F.col("key").cast("string")
-    return events.select(
+    normalised = events.select(
         F.when(key.isNull(), F.raise_error(F.lit("event log: null key")))
         .otherwise(key)
         .alias("key"),
@@ -123,7 +131,9 @@ def normalize_events(events: DataFrame) -> DataFrame:
         )
         .otherwise(ts)
         .alias("ts"),
-        F.when(kind.isin(*KINDS), kind)
+        # Already in normal form (the common case) costs one comparison, not a trim and a copy.
+        F.when(given.isin(*KINDS), given)
+        .when(kind.isin(*KINDS), kind)
         .otherwise(
             F.raise_error(
                 F.concat(
@@ -137,6 +147,13 @@ def normalize_events(events: DataFrame) -> DataFrame:
         .alias("kind"),
         event_id.alias("event_id"),
     )
+    _NORMALISED.add(normalised)
+    return normalised
+
+
+# DataFrames normalize_events returned: by identity, so a DataFrame derived from one (a union
+# with raw rows, say) is never taken for normalised.
+_NORMALISED: weakref.WeakSet[DataFrame] = weakref.WeakSet()
 
 
 def _seconds(ts: Column, dtype: DataType) -> Column:

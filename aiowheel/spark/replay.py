@@ -31,8 +31,9 @@ from typing import NamedTuple
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from aiowheel.spark.events import CLOSE_RANK, kind_rank, normalize_events
-from aiowheel.wheel import ceil_ticks
+from aiowheel._checks import check_length
+from aiowheel._impl import ceil_ticks
+from aiowheel.spark.events import CLOSE_RANK, KINDS, kind_rank, normalize_events
 
 __all__ = [
     "Expiry",
@@ -58,7 +59,7 @@ class Expiry(NamedTuple):
 
 def deadline(last_seen: float, timeout: float, tick: float) -> float:
     """``last_seen + timeout`` rounded up to a whole multiple of ``tick``, as the wheel files it:
-    the time the wheel fires it (:func:`aiowheel.wheel.ceil_ticks`)."""
+    the time the wheel fires it (the wheel's own ``ceil_ticks``, through :mod:`aiowheel._impl`)."""
     return ceil_ticks(last_seen + timeout, tick) * tick
 
 
@@ -72,26 +73,18 @@ def deadline_column(last_seen: Column, timeout: Column, tick: float) -> Column:
 
 
 def check_timeouts(timeouts: Iterable[float]) -> list[float]:
-    """Return the distinct ``timeouts`` as sorted floats; each must be finite and > 0."""
-    checked: set[float] = set()
-    for timeout in timeouts:
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-            raise TypeError(f"each timeout must be an int or a float, got {timeout!r}")
-        if not (math.isfinite(timeout) and timeout > 0):
-            raise ValueError(f"each timeout must be finite and > 0, got {timeout!r}")
-        checked.add(float(timeout))
+    """Return the distinct ``timeouts`` as sorted floats; each must be a real number, finite
+    and > 0 (the checks and messages of :mod:`aiowheel._checks`)."""
+    checked = {float(check_length(timeout, "each timeout")) for timeout in timeouts}
     if not checked:
         raise ValueError("timeouts must hold at least one timeout, got none")
     return sorted(checked)
 
 
 def check_tick(tick: float) -> float:
-    """Return ``tick`` as a float; it must be finite and > 0, as the wheel requires."""
-    if isinstance(tick, bool) or not isinstance(tick, (int, float)):
-        raise TypeError(f"tick must be an int or a float, got {tick!r}")
-    if not (math.isfinite(tick) and tick > 0):
-        raise ValueError(f"tick must be finite and > 0, got {tick!r}")
-    return float(tick)
+    """Return ``tick`` as a float; it must be a real number, finite and > 0, as the wheel
+    requires."""
+    return float(check_length(tick, "tick"))
 
 
 def _check_horizon(horizon: float | None) -> float | None:
@@ -114,13 +107,37 @@ def unique_events(events: DataFrame, *, horizon: float | None = None) -> DataFra
     matter.
     """
     bound = _check_horizon(horizon)
-    log = normalize_events(events)
-    if bound is not None:
-        log = log.filter(F.col("ts") <= F.lit(bound))
-    # One shuffle by key serves the window below and replay's: hash partitioning on key
-    # satisfies the clustering on (key, event_id) the de-duplication window asks for.
-    ranked = log.withColumn("rank", kind_rank(F.col("kind"))).repartition("key")
-    copies = Window.partitionBy("key", "event_id").orderBy("ts", "rank")
+    unique = _unique(_bounded(normalize_events(events), bound))
+    return unique.select(
+        "key",
+        "ts",
+        F.element_at(F.array(*[F.lit(kind) for kind in KINDS]), F.col("rank") + 1).alias("kind"),
+        "event_id",
+        "rank",
+    )
+
+
+def _bounded(log: DataFrame, bound: float | None) -> DataFrame:
+    return log if bound is None else log.filter(F.col("ts") <= F.lit(bound))
+
+
+def _unique(log: DataFrame) -> DataFrame:
+    """``key``, ``ts``, ``rank`` and ``event_id`` of the normalised ``log``, one row per copy
+    group, hash-partitioned by key.
+
+    One shuffle by key serves the de-duplication and the rule's window: hash partitioning on
+    ``key`` satisfies the clustering on ``(key, event_id)`` the de-duplication window asks for,
+    so it needs no shuffle of its own (it still sorts). An event without an id is a group of
+    its own. The first copy by ``(ts, rank)`` is kept.
+    """
+    ranked = log.select(
+        "key", "ts", kind_rank(F.col("kind")).alias("rank"), "event_id"
+    ).repartition("key")
+    # A hash of the key in front gives the sort an 8-byte prefix that tells keys apart (keys
+    # such as "conn-0000123" share their first 8 bytes), and leaves the rows sorted by it and
+    # the key for the rule's window, whose sort then finds them almost in order. Hash
+    # partitioning on key satisfies this window's clustering, so it costs no shuffle.
+    copies = Window.partitionBy(F.xxhash64("key"), "key", "event_id").orderBy("ts", "rank")
     return (
         ranked.withColumn("copy", F.row_number().over(copies))
         .filter(F.col("event_id").isNull() | (F.col("copy") == F.lit(1)))
@@ -143,29 +160,29 @@ def timer_periods(
     timer is pending from ``last_seen`` until ``least(next_ts, expired_at)``; a last touch with
     ``expired_at > horizon`` is still pending at the horizon. :func:`replay` and the capacity
     metrics are both views of this DataFrame.
+
+    Without ``horizon``, the log's largest ``ts`` is a scalar subquery: one more (column-pruned)
+    read of ``events``; cache ``events`` first if it is expensive to compute.
     """
     timeouts = check_timeouts(timeouts)
     tick = check_tick(tick)
     bound = _check_horizon(horizon)
-    unique = unique_events(events, horizon=bound)
-    order = Window.partitionBy("key").orderBy("ts", "rank")
-    touches = unique.withColumn("next_ts", F.lead("ts").over(order)).filter(
+    log = normalize_events(events)
+    unique = _unique(_bounded(log, bound))
+    # The same hash prefix as the de-duplication's sort (see _unique).
+    order = Window.partitionBy(F.xxhash64("key"), "key").orderBy("ts", "rank")
+    touches = unique.select("key", "ts", "rank", F.lead("ts").over(order).alias("next_ts")).filter(
         F.col("rank") != F.lit(CLOSE_RANK)
     )
-    if bound is None:
-        # The log's own end, kept lazy: a one-row aggregate broadcast to every touch.
-        end = normalize_events(events).agg(F.max("ts").alias("horizon"))
-        touches = touches.crossJoin(F.broadcast(end))
-    else:
-        touches = touches.withColumn("horizon", F.lit(bound))
+    end = F.lit(bound) if bound is not None else log.agg(F.max("ts")).scalar()
     expired_at = deadline_column(F.col("last_seen"), F.col("timeout"), tick)
     return (
         touches.select(
             "key",
-            F.explode(F.array(*[F.lit(t) for t in timeouts])).alias("timeout"),
+            _each(timeouts).alias("timeout"),
             F.col("ts").alias("last_seen"),
             "next_ts",
-            "horizon",
+            end.alias("horizon"),
         )
         .withColumn("expired_at", expired_at)
         .withColumn(
@@ -175,6 +192,13 @@ def timer_periods(
             ),
         )
     )
+
+
+def _each(timeouts: Sequence[float]) -> Column:
+    """A row per timeout: one literal, or an explode when there are several."""
+    if len(timeouts) == 1:
+        return F.lit(timeouts[0])
+    return F.explode(F.array(*[F.lit(t) for t in timeouts]))
 
 
 def replay(

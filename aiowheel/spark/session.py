@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 __all__ = ["ROCKSDB_PROVIDER", "spark_session"]
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
 def spark_session(
@@ -60,6 +61,9 @@ def spark_session(
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
+        # Each micro-batch commits a small changelog of the state it changed instead of a
+        # RocksDB checkpoint of all of it; snapshots are taken in the background.
+        .config(CHANGELOG_CHECKPOINTING, "true")
     )
     settings = dict(conf or {})
     if master is not None and master.startswith("local"):

@@ -1,11 +1,13 @@
-"""The distributed idle-expiry service: a Structured Streaming job with per-key state and timers.
+"""The distributed idle-expiry service: a Structured Streaming job with state and timers.
 
 This module owns :func:`stream`, which emits, from a directory of event files that keeps
-growing, the same expiries as :func:`aiowheel.spark.replay` for the same events. Each
-``(key, timeout)`` group is handled by :class:`IdleExpiryProcessor` through
-``transformWithStateInPandas`` (Spark >= 4.0) with event-time timers, its state in the RocksDB
-state store, and the query checkpointed: a stop and a restart lose no expiry and emit none
-twice (the Parquet sink commits each micro-batch exactly once with the checkpoint).
+growing, the same expiries as :func:`aiowheel.spark.replay` for the same events. Keys are
+hashed into shards (:mod:`aiowheel.spark.shard`); each shard is one group of
+``transformWithState`` (:class:`IdleExpiryProcessor`, the default) or of
+``transformWithStateInPandas`` (:class:`IdleExpiryPandasProcessor`), with one value state, one
+event-time timer, its state in the RocksDB state store, and the query checkpointed: a stop and
+a restart lose no expiry and emit none twice (the Parquet sink commits each micro-batch exactly
+once with the checkpoint).
 
 Event time and the watermark. Events may arrive out of order; the watermark (the largest
 ``ts`` seen, minus ``delay``) says how far the log is complete. The processor buffers each
@@ -20,13 +22,13 @@ expiries between ``W`` and the log's end come out as time (the watermark) moves 
 
 from __future__ import annotations
 
-import math
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd  # type: ignore[import-untyped]
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.stateful_processor import (
@@ -35,13 +37,26 @@ from pyspark.sql.streaming.stateful_processor import (
     StatefulProcessorHandle,
     TimerValues,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import (
+    BinaryType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
-from aiowheel.spark.events import CLOSE_RANK, EVENT_SCHEMA, EventFormat, kind_rank, normalize_events
-from aiowheel.spark.replay import check_tick, check_timeouts, deadline
+from aiowheel._checks import check_count, check_length
+from aiowheel.spark import shard
+from aiowheel.spark.events import EVENT_SCHEMA, EventFormat, kind_rank, normalize_events
+from aiowheel.spark.keystate import Event, IdleRule
+from aiowheel.spark.replay import check_tick, check_timeouts
+from aiowheel.spark.shard import Expiry
 
 __all__ = [
     "EXPIRY_SCHEMA",
+    "IdleExpiryPandasProcessor",
     "IdleExpiryProcessor",
     "expiry_stream",
     "stream",
@@ -50,170 +65,134 @@ __all__ = [
 ]
 
 EXPIRY_SCHEMA = "key string, timeout double, expired_at double, last_seen double"
+_EXPIRY_TYPE = StructType(
+    [
+        StructField("key", StringType()),
+        StructField("timeout", DoubleType()),
+        StructField("expired_at", DoubleType()),
+        StructField("last_seen", DoubleType()),
+    ]
+)
 
-# A buffered event: (ts, kind rank, event_id).
-_Event = tuple[float, int, "str | None"]
+# A shard's row in the state store (aiowheel.spark.shard.SHARD_FIELDS): one value state.
+SHARD_TYPE = StructType(
+    [
+        StructField("keys", BinaryType(), nullable=False),
+        StructField("upto", LongType(), nullable=False),
+        StructField("timer", LongType()),
+        StructField("shards", IntegerType(), nullable=False),
+    ]
+)
+
+Api = Literal["row", "pandas"]
+
+# Shards per shuffle partition when not given: enough that hashing spreads them evenly over
+# the partitions, few enough that each holds many keys (see docs/spark.md for sizing).
+SHARDS_PER_PARTITION = 8
 
 
-def _wake_ms(t: float) -> int:
-    """The first whole millisecond ``m`` with ``m / 1000 >= t``: when a timer for ``t`` fires."""
-    m = math.ceil(t * 1000.0)
-    if m / 1000.0 < t:
-        m += 1
-    elif (m - 1) / 1000.0 >= t:
-        m -= 1
-    return m
+class _ShardVisits(StatefulProcessor):
+    """What both processors share: each group is a shard (:mod:`aiowheel.spark.shard`), with
+    one value state and at most one timer. A visit costs one state read, at most one write
+    (or clear), and a timer move only when the shard's timer must move."""
 
-
-def _rule_order(event: _Event) -> tuple[float, int]:
-    return event[0], event[1]
-
-
-class IdleExpiryProcessor(StatefulProcessor):
-    """The idle-expiry rule for one ``(key, timeout)`` group, driven by the watermark.
-
-    State per group (all cleared once the key is idle and nothing is buffered):
-
-    * ``clock`` — ``last_seen``, ``expires`` (both null while the key is untracked) and
-      ``wake``, the one event-time timer registered for the group (ms), or null;
-    * ``buffer`` — events that arrived but are still ahead of the watermark;
-    * ``seen`` — ``event_id`` and ``ts`` of applied events, kept until the watermark is
-      ``delay`` past them, so that later copies are dropped.
-    """
-
-    def __init__(self, tick: float, delay: float) -> None:
-        self.tick = tick
-        self.delay = delay
+    def __init__(self, timeouts: Sequence[float], tick: float, delay: float, shards: int) -> None:
+        self.rule = IdleRule(timeouts, tick, delay)
+        self.shards = shards
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.clock = handle.getValueState("clock", "last_seen double, expires double, wake bigint")
-        self.buffer = handle.getListState("buffer", "ts double, rank int, event_id string")
-        self.seen = handle.getListState("seen", "event_id string, ts double")
-
-    def handleInputRows(
-        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
-    ) -> Iterator[pd.DataFrame]:
-        """Buffer the new events and make sure a timer fires once the earliest is complete."""
-        arrived: list[_Event] = []
-        for frame in rows:
-            arrived.extend(
-                (float(ts), int(rank), None if pd.isna(event_id) else str(event_id))
-                for ts, rank, event_id in zip(
-                    frame["ts"], frame["rank"], frame["event_id"], strict=True
-                )
-            )
-        if arrived:
-            self.buffer.appendList(arrived)
-            last_seen, expires, wake = self._clock()
-            earliest = _wake_ms(min(event[0] for event in arrived))
-            if wake is None or earliest < wake:
-                self._set_clock(last_seen, expires, wake, earliest)
-        yield from ()
-
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
-    ) -> Iterator[pd.DataFrame]:
-        """Apply every buffered event the watermark has passed, then any expiry it has passed."""
-        name, timeout = str(key[0]), float(key[1])
-        watermark_ms = timerValues.getCurrentWatermarkInMs()
-        now = watermark_ms / 1000.0
-        buffered = list(self._buffered())
-        # Rule order; copies tied on (ts, rank) have the same effect, whichever is kept.
-        ready = sorted((event for event in buffered if event[0] <= now), key=_rule_order)
-        ahead = [event for event in buffered if event[0] > now]
-        seen = {str(row[0]): float(row[1]) for row in self.seen.get()}
-        remembered = len(seen)
-        last_seen, expires, wake = self._clock()
-        expired: list[tuple[float, float]] = []
-        for ts, rank, event_id in ready:
-            if event_id is not None:
-                if event_id in seen:
-                    continue
-                seen[event_id] = ts
-            if expires is not None and last_seen is not None and ts >= expires:
-                expired.append((expires, last_seen))
-                last_seen = expires = None
-            if rank == CLOSE_RANK:
-                last_seen = expires = None
-            else:
-                last_seen, expires = ts, deadline(ts, timeout, self.tick)
-        if expires is not None and last_seen is not None and expires <= now:
-            expired.append((expires, last_seen))
-            last_seen = expires = None
-        if ready:
-            self._replace(self.buffer, ahead)
-        kept = [(eid, ts) for eid, ts in seen.items() if ts + self.delay > now]
-        if len(kept) != remembered or ready:
-            self._replace(self.seen, kept)
-        # The timer that fired is deleted by Spark after this handler returns.
-        if wake is not None and wake <= watermark_ms:
-            wake = None
-        wakes = [_wake_ms(event[0]) for event in ahead]
-        if expires is not None:
-            wakes.append(_wake_ms(expires))
-        if kept:
-            # Wake up to forget the remembered ids once no copy of them can come any more.
-            wakes.append(_wake_ms(min(ts for _eid, ts in kept) + self.delay))
-        next_wake = min(wakes) if wakes else None
-        if next_wake is None:
-            # Untracked, nothing buffered, nothing remembered: the group leaves no state.
-            self.clock.clear()
-            if wake is not None:
-                self.handle.deleteTimer(wake)
-        else:
-            self._set_clock(last_seen, expires, wake, next_wake)
-        if expired:
-            yield pd.DataFrame(
-                {
-                    "key": [name] * len(expired),
-                    "timeout": [timeout] * len(expired),
-                    "expired_at": [e for e, _ in expired],
-                    "last_seen": [t for _, t in expired],
-                }
-            )
+        self.store = handle.getValueState("shard", SHARD_TYPE)
 
     def close(self) -> None:
         """Nothing to release: all state lives in the state store."""
 
-    def _buffered(self) -> Iterator[_Event]:
-        for ts, rank, event_id in self.buffer.get():
-            yield float(ts), int(rank), None if event_id is None else str(event_id)
+    def _visit(
+        self, arrived: dict[str, list[Event]], watermark: int, firing: int | None
+    ) -> list[Expiry]:
+        row = self.store.get()  # None when the shard has no state: no separate exists() call
+        before = shard.load(row, self.shards)
+        outcome = shard.visit(self.rule, before, arrived, watermark, firing=firing)
+        after = outcome.shard
+        # Spark deletes the timer that fired once the handler returns.
+        old = None if before is None or before.timer == firing else before.timer
+        new = None if after is None else after.timer
+        if old != new:
+            if old is not None:
+                self.handle.deleteTimer(old)
+            if new is not None:
+                self.handle.registerTimer(new)
+        if after is not None:
+            self.store.update(shard.dump(after, self.shards))
+        elif before is not None:
+            self.store.clear()
+        return outcome.expiries
 
-    def _clock(self) -> tuple[float | None, float | None, int | None]:
-        if not self.clock.exists():
-            return None, None, None
-        row = self.clock.get()
-        if row is None:
-            return None, None, None
-        last_seen, expires, wake = row
-        return (
-            None if last_seen is None else float(last_seen),
-            None if expires is None else float(expires),
-            None if wake is None else int(wake),
+
+class IdleExpiryProcessor(_ShardVisits):
+    """The idle-expiry rule per shard for ``transformWithState`` (rows in, rows out)."""
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[Row], timerValues: TimerValues
+    ) -> Iterator[Row]:
+        """Add the keys' new events; apply and emit what the watermark has passed."""
+        arrived: dict[str, list[Event]] = defaultdict(list)
+        for row in rows:  # key, ts, rank, event_id (by position)
+            arrived[row[0]].append((row[1], row[2], row[3]))
+        return _rows(self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None))
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    ) -> Iterator[Row]:
+        """Apply and emit what the watermark has passed; set the next timer."""
+        expiries = self._visit(
+            {}, timerValues.getCurrentWatermarkInMs(), expiredTimerInfo.getExpiryTimeInMs()
         )
+        return _rows(expiries)
 
-    def _set_clock(
-        self,
-        last_seen: float | None,
-        expires: float | None,
-        wake: int | None,
-        next_wake: int | None,
-    ) -> None:
-        """Store the clock, moving the group's one timer from ``wake`` to ``next_wake``."""
-        if next_wake != wake:
-            if wake is not None:
-                self.handle.deleteTimer(wake)
-            if next_wake is not None:
-                self.handle.registerTimer(next_wake)
-        self.clock.update((last_seen, expires, next_wake))
 
-    @staticmethod
-    def _replace(state: Any, values: list[Any]) -> None:
-        if values:
-            state.put(values)
-        else:
-            state.clear()
+class IdleExpiryPandasProcessor(_ShardVisits):
+    """The same rule for ``transformWithStateInPandas`` (pandas DataFrames in and out)."""
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
+    ) -> Iterator[pd.DataFrame]:
+        """Add the keys' new events; apply and emit what the watermark has passed."""
+        arrived: dict[str, list[Event]] = defaultdict(list)
+        for frame in rows:
+            for name, ts, rank, event_id in zip(
+                frame["key"].tolist(),
+                frame["ts"].tolist(),
+                frame["rank"].tolist(),
+                frame["event_id"].tolist(),
+                strict=True,
+            ):
+                arrived[name].append((ts, rank, event_id))
+        return _frames(self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None))
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    ) -> Iterator[pd.DataFrame]:
+        """Apply and emit what the watermark has passed; set the next timer."""
+        expiries = self._visit(
+            {}, timerValues.getCurrentWatermarkInMs(), expiredTimerInfo.getExpiryTimeInMs()
+        )
+        return _frames(expiries)
+
+
+def _rows(expiries: list[Expiry]) -> Iterator[Row]:
+    return iter(
+        [
+            Row(key=key, timeout=timeout, expired_at=expired_at, last_seen=last_seen)
+            for key, timeout, expired_at, last_seen in expiries
+        ]
+    )
+
+
+def _frames(expiries: list[Expiry]) -> Iterator[pd.DataFrame]:
+    if not expiries:
+        return iter([])
+    return iter([pd.DataFrame(expiries, columns=list(_EXPIRY_TYPE.names))])
 
 
 def expiry_stream(
@@ -222,34 +201,54 @@ def expiry_stream(
     timeouts: Sequence[float],
     tick: float,
     delay: float = 10.0,
+    shards: int | None = None,
+    api: Api = "row",
 ) -> DataFrame:
     """The streaming expiries of a streaming DataFrame of events: the job without its ends.
 
     ``events`` is any streaming DataFrame in the event log format (a file source, Kafka, ...);
     the result has the columns of :data:`EXPIRY_SCHEMA`, in append mode. ``delay`` is the
-    watermark delay in seconds: how late, in event time, an event may still arrive.
+    watermark delay in seconds: how late, in event time, an event may still arrive. ``api``
+    picks the operator: ``"row"`` is ``transformWithState`` (faster per micro-batch in the
+    benchmark), ``"pandas"`` is ``transformWithStateInPandas``; both run the same rule on the
+    same state. ``shards`` is the number of groups keys are hashed into (default: 8 per
+    shuffle partition); a restart from a checkpoint must keep it.
     """
     timeouts = check_timeouts(timeouts)
     tick = check_tick(tick)
-    if isinstance(delay, bool) or not isinstance(delay, (int, float)):
-        raise TypeError(f"delay must be an int or a float, got {delay!r}")
-    if not (math.isfinite(delay) and delay >= 0):
-        raise ValueError(f"delay must be finite and >= 0 seconds, got {delay!r}")
+    delay = float(check_length(delay, "delay", zero_ok=True))
+    if api not in ("row", "pandas"):
+        raise ValueError(f"api must be 'row' or 'pandas', got {api!r}")
+    if shards is None:
+        partitions = events.sparkSession.conf.get("spark.sql.shuffle.partitions") or "200"
+        shards = SHARDS_PER_PARTITION * int(partitions)
+    else:
+        shards = check_count(shards, "shards", 1, 2**31 - 1, optional=True)
+    # The processors read rows by position: key, ts, rank, event_id (event_time carries the
+    # watermark, by which Spark drops late events before they reach a processor).
     keyed = (
         normalize_events(events)
         .select(
             "key",
-            F.explode(F.array(*[F.lit(t) for t in timeouts])).alias("timeout"),
             "ts",
             kind_rank(F.col("kind")).alias("rank"),
             "event_id",
             F.timestamp_micros(F.floor(F.col("ts") * F.lit(1_000_000.0))).alias("event_time"),
+            F.pmod(F.xxhash64("key"), F.lit(shards)).cast("int").alias("shard"),
         )
         .withWatermark("event_time", f"{round(delay * 1000)} milliseconds")
     )
-    return keyed.groupBy("key", "timeout").transformWithStateInPandas(
-        statefulProcessor=IdleExpiryProcessor(tick, float(delay)),
-        outputStructType=EXPIRY_SCHEMA,
+    grouped = keyed.groupBy("shard")
+    if api == "row":
+        return grouped.transformWithState(
+            statefulProcessor=IdleExpiryProcessor(timeouts, tick, delay, shards),
+            outputStructType=_EXPIRY_TYPE,
+            outputMode="Append",
+            timeMode="EventTime",
+        )
+    return grouped.transformWithStateInPandas(
+        statefulProcessor=IdleExpiryPandasProcessor(timeouts, tick, delay, shards),
+        outputStructType=_EXPIRY_TYPE,
         outputMode="Append",
         timeMode="EventTime",
     )
@@ -269,6 +268,8 @@ def stream(
     processing_time: str | None = None,
     max_files_per_trigger: int | None = None,
     query_name: str | None = None,
+    shards: int | None = None,
+    api: Api = "row",
 ) -> StreamingQuery:
     """Start the streaming idle-expiry job from a directory of event files; returns the query.
 
@@ -298,7 +299,12 @@ def stream(
     if format == "csv":
         reader = reader.option("header", "true")
     expiries = expiry_stream(
-        reader.format(format).load(source), timeouts=timeouts, tick=tick, delay=delay
+        reader.format(format).load(source),
+        timeouts=timeouts,
+        tick=tick,
+        delay=delay,
+        shards=shards,
+        api=api,
     )
     writer = (
         expiries.writeStream.format("parquet")

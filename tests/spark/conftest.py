@@ -22,10 +22,14 @@ if importlib.util.find_spec("pyspark") is None or shutil.which("java") is None:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    """A local[2] session with 4 shuffle partitions, no UI and quiet logs."""
+    """A local[2] session with 2 shuffle partitions, no UI and quiet logs.
+
+    Two partitions, one per core: the test logs are small, and each partition of a stateful
+    stream costs a Python worker and a state store per micro-batch.
+    """
     from aiowheel.spark import spark_session
 
-    session = spark_session("local[2]", app_name="aiowheel-tests", shuffle_partitions=4)
+    session = spark_session("local[2]", app_name="aiowheel-tests", shuffle_partitions=2)
     yield session
     session.stop()
 
@@ -34,14 +38,14 @@ def spark() -> Iterator[SparkSession]:
 def generated_log(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[DataFrame, list[tuple[str, float, str, str | None]]]:
-    """The seed scenario on 10,000 connections over 300 s (about 115k events), in Parquet.
+    """The seed scenario on 4,000 connections over 300 s (about 46k events), in Parquet.
 
     Returned both as a DataFrame read back from Parquet and as plain tuples for the reference.
     """
     from aiowheel.spark import generate
 
     path = str(tmp_path_factory.mktemp("generated") / "events.parquet")
-    events = generate(spark, connections=10_000, duration=300.0, seed=7, path=path)
+    events = generate(spark, connections=4_000, duration=300.0, seed=7, path=path)
     frame = events.select("key", "ts", "kind", "event_id").toPandas()
     rows = [
         (key, float(ts), kind, event_id)

@@ -27,16 +27,16 @@ def test_same_seed_same_log_whatever_the_partitioning(spark: SparkSession) -> No
 
 def test_log_has_every_promised_feature(generated_log: tuple[DataFrame, Rows]) -> None:
     events, rows = generated_log
-    assert len(rows) >= 100_000
+    assert len(rows) >= 40_000
     assert events.columns == ["key", "ts", "kind", "event_id", "arrival"]
     kinds = Counter(kind for _key, _ts, kind, _id in rows)
-    assert kinds["open"] > 10_000  # every connection opens, reconnects open again
-    assert kinds["close"] > 500
+    assert kinds["open"] > 4_000  # every connection opens, reconnects open again
+    assert kinds["close"] > 200
     ids = Counter(event_id for _key, _ts, _kind, event_id in rows)
-    assert sum(1 for n in ids.values() if n == 2) > 500  # duplicate deliveries
+    assert sum(1 for n in ids.values() if n == 2) > 200  # duplicate deliveries
     assert max(ids.values()) == 2
     # Arrival order is not ts order: rows come sorted by arrival, some ts go backwards.
-    assert sum(1 for a, b in itertools.pairwise(rows) if b[1] < a[1]) > 500
+    assert sum(1 for a, b in itertools.pairwise(rows) if b[1] < a[1]) > 200
     # Reconnects: an open that is not a connection's first slot.
     assert any(kind == "open" and not event_id.endswith(":0") for _k, _t, kind, event_id in rows)  # type: ignore[union-attr]
     # Boundary events: a touch at exactly the previous touch's deadline, and one tick before.

@@ -1,82 +1,40 @@
-"""stream: the streaming job emits what replay emits, across a stop and a restart."""
+"""stream's arguments: a bad value is refused before any query starts, naming the value.
+
+What the stream emits is tested in test_agreement.py (against replay and IdleTimeouts, across
+restarts) and its per-key logic in test_keystate.py.
+"""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+import re
+from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
 
-from aiowheel.spark import collect_expiries, generate, replay, stream, watermark, write_stream_files
+from aiowheel.spark import EVENT_SCHEMA, expiry_stream
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+pytestmark = pytest.mark.spark
 
 
-def test_stream_equals_replay_across_a_restart(spark: SparkSession, tmp_path: Path) -> None:
-    generated = generate(
-        spark, connections=1_500, duration=300.0, seed=11, path=str(tmp_path / "log.parquet")
-    )
-    # Edge cases on their own keys, arriving among the generated events: ties at one ts with
-    # and without ids, a touch and a close exactly at the 30 s deadline, a late duplicate.
-    edges = spark.createDataFrame(
-        [
-            ("edge-tie", 100.0, "close", None, 100.0),
-            ("edge-tie", 100.0, "data", "t1", 100.0),
-            ("edge-tie", 100.0, "open", None, 100.0),
-            ("edge-tie", 100.0, "data", None, 100.0),
-            ("edge-at", 50.0, "open", "a1", 50.0),
-            ("edge-at", 80.0, "data", "a2", 80.0),
-            ("edge-close", 60.0, "open", None, 60.0),
-            ("edge-close", 90.0, "close", None, 90.0),
-            ("edge-dup", 70.0, "open", "d1", 70.0),
-            ("edge-dup", 100.0, "data", "d2", 100.0),
-            ("edge-dup", 100.0, "data", "d2", 106.0),
-        ],
-        "key string, ts double, kind string, event_id string, arrival double",
-    )
-    events = generated.unionByName(edges)
-    folders = write_stream_files(events, str(tmp_path / "slices"), files=6)
-    source = tmp_path / "incoming"
-    source.mkdir()
-    output, checkpoint = str(tmp_path / "expiries"), str(tmp_path / "checkpoint")
-
-    def deliver(batch: list[str]) -> None:
-        for folder in batch:
-            os.rename(folder, source / os.path.basename(folder))
-
-    def run() -> float:
-        query = stream(
-            spark,
-            str(source),
-            output=output,
-            checkpoint=checkpoint,
-            timeouts=[20.0, 30.0],
-            tick=0.001,
-            delay=10.0,
-        )
-        query.awaitTermination()
-        assert query.exception() is None
-        reached = watermark(query)
-        assert reached is not None
-        return reached
-
-    deliver(folders[:3])
-    first = run()
-    emitted = spark.read.parquet(output)
-    assert collect_expiries(emitted) == collect_expiries(
-        replay(spark, events, timeouts=[20.0, 30.0], tick=0.001, horizon=first)
-    )
-    deliver(folders[3:])
-    last = run()
-    assert last > first
-    emitted = spark.read.parquet(output)
-    got = collect_expiries(emitted)
-    expected = collect_expiries(
-        replay(spark, events, timeouts=[20.0, 30.0], tick=0.001, horizon=last)
-    )
-    assert len(expected) > 100
-    assert {("edge-at", 20.0, 70.0, 50.0), ("edge-at", 30.0, 80.0, 50.0)} <= expected
-    assert ("edge-close", 30.0, 90.0, 60.0) in expected
-    assert got == expected
-    assert emitted.count() == len(got)  # nothing emitted twice
+@pytest.mark.parametrize(
+    ("given", "error", "message"),
+    [
+        ({"delay": -1.0}, ValueError, "delay must be finite and >= 0, got -1.0"),
+        ({"delay": float("nan")}, ValueError, "delay must be finite and >= 0, got nan"),
+        ({"delay": "10"}, TypeError, "delay must be a real number, got '10'"),
+        ({"shards": 0}, ValueError, "shards must be >= 1, got 0"),
+        ({"shards": 2.5}, TypeError, "shards must be an int or None, got 2.5"),
+        ({"shards": True}, TypeError, "shards must be an int or None, got True"),
+        ({"api": "arrow"}, ValueError, "api must be 'row' or 'pandas', got 'arrow'"),
+        ({"tick": 0}, ValueError, "tick must be finite and > 0, got 0"),
+        ({"timeouts": [30.0, -1]}, ValueError, "each timeout must be finite and > 0, got -1"),
+    ],
+)
+def test_bad_arguments_are_refused_with_the_value_named(
+    spark: SparkSession, given: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    events = spark.createDataFrame([], EVENT_SCHEMA)
+    arguments: dict[str, Any] = {"timeouts": [30.0], "tick": 0.001, **given}
+    with pytest.raises(error, match=f"^{re.escape(message)}$"):
+        expiry_stream(events, **arguments)

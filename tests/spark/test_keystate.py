@@ -1,0 +1,244 @@
+"""IdleRule, the streaming service's per-key logic, driven as Spark drives it, without Spark.
+
+A small model of a stateful streaming query in event time: events arrive in micro-batches, the
+watermark of a batch is the largest ts of the batches before it minus the delay, an event at or
+before the previous batch's watermark is dropped as late, each key with input is visited, then
+each key whose timer the watermark has passed. Whatever the batching and the arrival order, the
+expiries emitted when the watermark stands at W must be the reference's up to horizon W.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections import defaultdict
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from idle_reference import Event, reference_expiries
+
+from aiowheel.spark import shard
+from aiowheel.spark.events import KIND_RANK
+from aiowheel.spark.keystate import IdleRule, KeyState, wake_ms
+
+pytestmark = pytest.mark.spark
+
+Expiry = tuple[str, float, float, float]
+
+
+class Model:
+    """Spark's side of the contract: batches, watermarks, late events, one timer per shard."""
+
+    def __init__(self, rule: IdleRule, shards: int = 3) -> None:
+        self.rule = rule
+        self.shards = shards
+        self.stored: dict[int, tuple[bytes, int, int | None, int]] = {}
+        self.emitted: list[Expiry] = []
+        self.max_ts = -math.inf
+        self.watermark = -(2**62)  # ms; no watermark yet
+        self.visits = 0
+        self.timer_moves = 0
+
+    def shard_of(self, key: str) -> int:
+        return zlib.crc32(key.encode()) % self.shards
+
+    def batch(self, events: list[Event]) -> None:
+        late = self.watermark
+        # The eviction watermark of this batch: from the batches before it.
+        if self.max_ts > -math.inf:
+            self.watermark = max(self.watermark, math.floor((self.max_ts - self.rule.delay) * 1000))
+        arrived: dict[int, dict[str, list[tuple[float, int, str | None]]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        for key, ts, kind, event_id in events:
+            self.max_ts = max(self.max_ts, ts)
+            if math.floor(ts * 1_000_000) <= late * 1000:
+                continue  # late: Spark drops it before the processor sees it
+            arrived[self.shard_of(key)][key].append((ts, KIND_RANK[kind], event_id))
+        for number, new in arrived.items():
+            self.visit(number, new, None)
+        for number in list(self.stored):
+            timer = self.stored[number][2]
+            if timer is not None and timer <= self.watermark:
+                self.visit(number, {}, timer)
+
+    def visit(
+        self, number: int, new: dict[str, list[tuple[float, int, str | None]]], firing: int | None
+    ) -> None:
+        before = shard.load(self.stored.get(number), self.shards)
+        outcome = shard.visit(self.rule, before, new, self.watermark, firing=firing)
+        self.visits += 1
+        old_timer = None if before is None or before.timer == firing else before.timer
+        new_timer = None if outcome.shard is None else outcome.shard.timer
+        if old_timer != new_timer:
+            self.timer_moves += 1
+        self.emitted.extend(outcome.expiries)
+        if outcome.shard is None:
+            self.stored.pop(number, None)
+        else:
+            # A stored shard always has a timer, at or before its keys' first wake-up.
+            assert outcome.shard.timer is not None
+            assert outcome.shard.timer <= min(state[4] for state in outcome.shard.keys.values())
+            self.stored[number] = shard.dump(outcome.shard, self.shards)
+
+    def keys(self) -> set[str]:
+        """Every key with state."""
+        return {
+            key
+            for number in self.stored
+            for key in (shard.load(self.stored[number], self.shards) or EMPTY).keys
+        }
+
+    def idle(self) -> None:
+        """A batch without data: the watermark catches up with the last events."""
+        self.batch([])
+
+    @property
+    def horizon(self) -> float:
+        return self.watermark / 1000.0
+
+
+EMPTY = shard.Shard({}, 0, None)
+
+
+def run(
+    arrivals: list[list[Event]],
+    *,
+    timeouts: list[float],
+    tick: float,
+    delay: float,
+    shards: int = 3,
+) -> Model:
+    model = Model(IdleRule(timeouts, tick, delay), shards)
+    for batch in arrivals:
+        model.batch(batch)
+    model.idle()
+    return model
+
+
+def test_basic_expiry_across_batches() -> None:
+    model = run(
+        [
+            [("a", 0.0, "open", None), ("a", 10.0, "data", None)],
+            [("b", 60.0, "data", None)],
+            [("b", 120.0, "data", None)],
+        ],
+        timeouts=[30.0],
+        tick=1.0,
+        delay=5.0,
+    )
+    # Watermark after the last batch: 120 - 5 = 115; b's touch at 60 expired at 90.
+    assert model.horizon == 115.0
+    assert sorted(model.emitted) == [("a", 30.0, 40.0, 10.0), ("b", 30.0, 90.0, 60.0)]
+    # a and b expired, b's last touch (120) is pending: one key left in the state store.
+    assert model.keys() == {"b"}
+
+
+def test_several_timeouts_fire_in_order_from_one_clock() -> None:
+    model = run(
+        [[("a", 0.0, "open", None)], [("z", 100.0, "data", None)]],
+        timeouts=[10.0, 20.0, 45.0],
+        tick=1.0,
+        delay=0.0,
+    )
+    assert sorted(model.emitted) == [
+        ("a", 10.0, 10.0, 0.0),
+        ("a", 20.0, 20.0, 0.0),
+        ("a", 45.0, 45.0, 0.0),
+    ]
+    assert model.keys() == {"z"}
+
+
+def test_a_late_copy_within_the_delay_counts_once() -> None:
+    model = run(
+        [
+            [("a", 0.0, "open", "o"), ("a", 20.0, "data", "d")],
+            [("a", 20.0, "data", "d"), ("a", 25.0, "data", None)],  # the copy arrives later
+            [("z", 200.0, "data", None)],
+        ],
+        timeouts=[30.0],
+        tick=1.0,
+        delay=10.0,
+    )
+    assert sorted(model.emitted) == [("a", 30.0, 55.0, 25.0)]
+
+
+def test_wake_ms_is_the_first_millisecond_at_or_after() -> None:
+    for t in (0.0, 0.001, 0.0015, 1.1, 30.001, 1e6 + 0.001, 1.7e9 + 0.123, -2.5):
+        m = wake_ms(t)
+        assert m / 1000.0 >= t
+        assert (m - 1) / 1000.0 < t
+
+
+def test_a_shard_keeps_its_timer_while_its_clients_keep_talking() -> None:
+    # One client, a keepalive every 5 s, one micro-batch per 5 s, 30 s timeout: the shard's
+    # timer moves about once every few batches, not on every one.
+    batches = [[("a", 5.0 * i, "data", None)] for i in range(60)]
+    model = run(batches, timeouts=[30.0], tick=0.001, delay=2.0, shards=1)
+    assert model.emitted == []
+    assert model.timer_moves <= 60 // 3
+
+
+def test_a_checkpoint_of_another_shard_count_is_refused() -> None:
+    model = run([[("a", 0.0, "open", None)]], timeouts=[30.0], tick=1.0, delay=0.0, shards=1)
+    (row,) = model.stored.values()
+    with pytest.raises(ValueError, match="split into 1 shards, not 8: restart with shards=1"):
+        shard.load(row, 8)
+
+
+def test_key_state_keeps_wake_where_shards_look_for_it() -> None:
+    assert KeyState._fields.index("wake") == shard._WAKE
+
+
+@st.composite
+def logs(draw: st.DrawFn) -> tuple[list[list[Event]], float, list[float], float]:
+    """A log with copies, ties, closes and events at deadlines, cut into micro-batches in an
+    arrival order that is late by at most the delay."""
+    tick = draw(st.sampled_from([1.0, 0.5, 0.001]))
+    timeouts = sorted(set(draw(st.lists(st.sampled_from([3.0, 5.0, 8.0]), min_size=1))))
+    delay = draw(st.sampled_from([0.0, 2.0, 4.0]))
+    keys = ["a", "b", "c"]
+    events: list[Event] = []
+    for n in range(draw(st.integers(1, 25))):
+        key = draw(st.sampled_from(keys))
+        ts = draw(st.integers(0, 60)) / 2
+        kind = draw(st.sampled_from(["open", "data", "data", "close"]))
+        event_id = draw(st.sampled_from([None, f"{key}{n}"]))
+        events.append((key, ts, kind, event_id))
+        if event_id is not None and draw(st.booleans()):
+            # A redelivered copy: the same event, or one moved by less than the delay.
+            shift = draw(st.sampled_from([0.0, 0.5, -0.5, 1.5, -1.5, 3.5]))
+            if abs(shift) < delay or shift == 0.0:
+                events.append((key, max(0.0, ts + shift), kind, event_id))
+    # Arrival: ts plus a lateness below the delay; batches of random sizes in arrival order.
+    lateness = [draw(st.floats(0, delay, exclude_max=delay > 0)) for _ in events]
+    order = sorted(range(len(events)), key=lambda i: (events[i][1] + lateness[i], i))
+    arrivals: list[list[Event]] = []
+    i = 0
+    while i < len(order):
+        size = draw(st.integers(1, 6))
+        arrivals.append([events[j] for j in order[i : i + size]])
+        i += size
+    return arrivals, tick, timeouts, delay
+
+
+@settings(max_examples=300, deadline=None)
+@given(logs(), st.sampled_from([1, 2, 5]))
+def test_visits_emit_what_replay_emits_up_to_the_watermark(
+    case: tuple[list[list[Event]], float, list[float], float], shards: int
+) -> None:
+    arrivals, tick, timeouts, delay = case
+    model = Model(IdleRule(timeouts, tick, delay), shards)
+    accepted: list[Event] = []
+    for batch in [*arrivals, [], []]:
+        late = model.watermark
+        model.batch(batch)
+        accepted.extend(e for e in batch if math.floor(e[1] * 1_000_000) > late * 1000)
+        # After every batch: exactly the reference's expiries up to the watermark, once each.
+        if model.watermark > -(2**62) and accepted:
+            expected = reference_expiries(
+                accepted, timeouts=timeouts, tick=tick, horizon=model.horizon
+            )
+            assert sorted(model.emitted) == sorted(expected)
+            assert len(set(model.emitted)) == len(model.emitted)
