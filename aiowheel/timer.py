@@ -400,10 +400,26 @@ class Timer(TimerCore):
             await backend.wait()
             self._wakeups += 1
             self._armed_at = -math.inf
-            self._run_due()
-            next_deadline = wheel.next_deadline()
+            try:
+                self._run_due()
+            except (SystemExit, KeyboardInterrupt) as exc:
+                # From a callback; the rest of its batch is back in the wheel, due at once. It
+                # leaves the event loop as a loop callback's would, and the driver lives on,
+                # re-armed as the interrupt leaves: a driver that died here would leave the
+                # Timer accepting timers it never runs.
+                backend.interrupt(exc, self._rearm_after_interrupt)
+            else:
+                next_deadline = wheel.next_deadline()
+                self._armed_at = math.inf if next_deadline is None else next_deadline
+                backend.arm(next_deadline)
+
+    def _rearm_after_interrupt(self) -> None:
+        # Until now _armed_at stayed -inf ("dispatching"), so nothing scheduled meanwhile armed
+        # the driver: the remainder of the batch cannot run before the interrupt has left.
+        if self._running:
+            next_deadline = self._wheel.next_deadline()
             self._armed_at = math.inf if next_deadline is None else next_deadline
-            backend.arm(next_deadline)
+            self._backend.arm(next_deadline)
 
     def _report(
         self,

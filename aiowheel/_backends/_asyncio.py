@@ -90,11 +90,25 @@ class AsyncioBackend:
         finally:
             self._waiter = None
 
+    def interrupt(self, exc: BaseException, rearm: Callable[[], None]) -> None:
+        # Re-armed in the same loop callback that raises, not now: uvloop runs an alarm already
+        # due before the callbacks queued with call_soon, which would run the rest of the batch
+        # before the interrupt had left.
+        self.loop.call_soon(_rearm_and_raise, rearm, exc)
+
     def spawn(self, job: Callable[[], Awaitable[None]], context: Context) -> _JobTask:
         task = self.loop.create_task(_run(job), context=context)
         self._jobs.add(task)
-        task.add_done_callback(self._jobs.discard)
+        task.add_done_callback(self._job_done)
         return _JobTask(self.loop, task)
+
+    def _job_done(self, task: asyncio.Task[None]) -> None:
+        self._jobs.discard(task)
+        # A job's task ends with an exception only for an interrupt, which already left the loop
+        # as the task stepped (the Job keeps it for its awaiters): retrieved here, so that it is
+        # not reported a second time as "Task exception was never retrieved".
+        if not task.cancelled():
+            task.exception()
 
     def open_cancel_scope(self) -> AsyncioCancelScope:
         return AsyncioCancelScope(self.loop)
@@ -104,6 +118,11 @@ class AsyncioBackend:
 
     def job_cancelled(self) -> BaseException:
         return asyncio.CancelledError()
+
+
+def _rearm_and_raise(rearm: Callable[[], None], exc: BaseException) -> None:
+    rearm()
+    raise exc
 
 
 async def _run(job: Callable[[], Awaitable[None]]) -> None:
