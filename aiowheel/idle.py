@@ -35,8 +35,10 @@ may touch or discard any key, including the one expiring (a touch then starts a 
 ``on_expire`` may be a plain function or a coroutine function. A plain function is called from
 the Timer's driver (or inside the ``touch``/``discard`` that found the key due); a coroutine
 function's coroutine runs as a task the Timer owns, cancelled when the Timer closes. Either way
-its error is reported like a timer callback's (the Timer's ``exception_handler``, else
-``loop.call_exception_handler`` on asyncio, the ``aiowheel`` logger on trio) and stops nothing.
+its error -- any exception, ``BaseException`` included -- is reported like a timer callback's
+(the Timer's ``exception_handler``, else ``loop.call_exception_handler`` on asyncio, the
+``aiowheel`` logger on trio) and stops nothing. ``KeyboardInterrupt`` and ``SystemExit``
+propagate as from a timer callback (see :class:`aiowheel.Timer`), and no key is lost to them.
 
 How it stays cheap -- lazy re-filing, grouped by tick:
 

@@ -458,7 +458,9 @@ class Timer(TimerCore):
         """Call ``callback(*args)`` now, as the driver calls a due callback: its error is
         reported like a timer callback's, never raised. If it returns a coroutine (it is a
         coroutine function), the coroutine runs as a task the Timer owns, cancelled when the
-        Timer closes, and its error is reported the same way."""
+        Timer closes, and its error is reported the same way -- any BaseException but an
+        interrupt (KeyboardInterrupt, SystemExit, which propagate) and the task's cancellation.
+        """
         try:
             result = callback(*args)
         except (SystemExit, KeyboardInterrupt):
@@ -480,7 +482,11 @@ class Timer(TimerCore):
     ) -> None:
         try:
             await coro
-        except Exception as exc:
+        except (SystemExit, KeyboardInterrupt):
+            raise  # leaves the loop once, as from a plain callback (or ends the block on trio)
+        except self._backend.cancelled_exc_class:
+            raise  # the task's cancellation (the Timer closing): a task's own business
+        except BaseException as exc:  # as a plain callback's, as asyncio's Handle._run
             self._report(callback, args, exc)
 
     # -- observability ------------------------------------------------------------------------

@@ -395,6 +395,41 @@ async def test_on_expire_errors_are_reported_and_stop_nothing(virtual_time: None
         assert [type(c["exception"]) for c in contexts] == [ValueError]
 
 
+class Fatal(BaseException):
+    """Neither an Exception nor an interrupt: reported and stops nothing, as in asyncio."""
+
+
+@pytest.mark.parametrize("kind", ["plain", "coroutine"])
+async def test_an_on_expire_raising_a_base_exception_is_reported_and_stops_nothing(
+    kind: str,
+) -> None:
+    """The coroutine on_expire as the plain one: reported (it was never reported on asyncio,
+    and took the Timer down on trio), and the Timer and the other keys carry on."""
+    contexts: list[dict[str, Any]] = []
+    expired: list[str] = []
+
+    def plain(key: str) -> None:
+        expired.append(key)
+        if key == "bad":
+            raise Fatal(key)
+
+    async def coroutine(key: str) -> None:
+        await anyio.sleep(0)
+        plain(key)
+
+    async with Timer(exception_handler=contexts.append) as timer:
+        idle = IdleTimeouts(timer, 0.002, plain if kind == "plain" else coroutine)
+        idle.touch("bad")
+        idle.touch("good")
+        await timer.sleep(0.005)
+        idle.touch("later")
+        await timer.sleep(0.005)
+        assert not timer.closed
+    assert sorted(expired) == ["bad", "good", "later"]
+    assert [type(context["exception"]) for context in contexts] == [Fatal]
+    assert contexts[0]["message"].startswith("Exception in callback ")
+
+
 async def test_touch_inside_on_expire_starts_a_new_period(virtual_time: None) -> None:
     async with Timer(tick=TICK) as timer:
         expired = Expired(timer)
