@@ -292,8 +292,8 @@ class IdleTimeouts(Generic[K]):
             previous = deadlines.get(key, _ABSENT)
         if self._closed:
             raise RuntimeError("IdleTimeouts is closed")
-        if previous is _ABSENT:  # filed nowhere: file it under its deadline
-            self._file(key, current)
+        if previous is _ABSENT:  # filed nowhere: file it under its deadline (new work)
+            self._file(key, current, self._timer.call_at)
             self._len += 1
         elif previous is _UNTRACKED:  # still filed from an earlier period: reuse that filing
             self._len += 1
@@ -305,11 +305,14 @@ class IdleTimeouts(Generic[K]):
         self._len -= 1
         self._timer._run_now(self._on_expire, (key,))
 
-    def _file(self, key: Hashable, deadline: _Deadline) -> None:
+    def _file(
+        self, key: Hashable, deadline: _Deadline, call_at: Callable[..., TimerHandle]
+    ) -> None:
+        """File ``key`` under ``deadline``, giving the deadline a wheel entry with ``call_at``
+        if it has none: the Timer's ``call_at`` for a new key (which ``max_pending`` may
+        refuse, at the touch), its ``_refile_at`` for a key already tracked (never refused)."""
         if deadline.handle is None:
-            deadline.handle = self._timer.call_at(
-                deadline.when, self._fire, deadline, context=self._context
-            )
+            deadline.handle = call_at(deadline.when, self._fire, deadline, context=self._context)
             self._pending.add(deadline)
         deadline.filed.append(key)
 
@@ -322,14 +325,25 @@ class IdleTimeouts(Generic[K]):
         self._pending.discard(due)
         now = self._timer.time()
         deadlines: dict[Hashable, _Deadline] = self._deadlines  # type: ignore[assignment]
-        for key in filed:
-            deadline = deadlines[key]
-            if deadline.when <= now and deadline is not _UNTRACKED:
-                self._expire(key)  # type: ignore[arg-type]
-                if self._closed:
-                    return
-                deadline = deadlines[key]  # on_expire may have touched it again
-            if deadline is _UNTRACKED:
-                del deadlines[key]
-            else:
-                self._file(key, deadline)
+        refile = self._timer._refile_at
+        index = 0
+        try:
+            for index, key in enumerate(filed):  # noqa: B007 -- index is used on interrupt
+                deadline = deadlines[key]
+                if deadline.when <= now and deadline is not _UNTRACKED:
+                    self._expire(key)  # type: ignore[arg-type]
+                    if self._closed:
+                        return
+                    deadline = deadlines[key]  # on_expire may have touched it again
+                if deadline is _UNTRACKED:
+                    del deadlines[key]
+                else:
+                    self._file(key, deadline, refile)
+        except BaseException:
+            # An interrupt from on_expire (nothing else leaves _expire). The keys not looked at
+            # yet, and the interrupted one (untracked now, or touched again), go back under
+            # `due`, due at once: the driver's next pass picks them up where this one stopped.
+            if not self._closed:
+                for key in filed[index:]:
+                    self._file(key, due, refile)
+            raise

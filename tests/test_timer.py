@@ -1426,6 +1426,25 @@ async def test_max_pending_refuses_beyond_the_limit_then_recovers() -> None:
         await timer.sleep(0)
 
 
+async def test_the_librarys_own_re_filing_is_never_refused_by_max_pending() -> None:
+    """``_refile_at``, the hook aiowheel.idle and aiowheel.timeouts re-file their entries with:
+    work already accepted must not be refused inside the driver's pass, where it would be lost.
+    """
+    async with Timer(max_pending=1) as timer:
+        fired = Fired(timer)
+        when = timer.time() + 0.002
+        timer.call_at(when, fired, "new work")
+        handle = timer._refile_at(when, fired, "re-filed")
+        assert isinstance(handle, TimerHandle) and handle.when() == when
+        assert len(timer) == 2
+        with pytest.raises(PendingLimitError):
+            timer.call_at(when, fired, "refused")
+        await anyio.sleep(0.005)
+        assert fired.labels == ["new work", "re-filed"]
+    with pytest.raises(RuntimeError, match="Timer is closed"):
+        timer._refile_at(1, _noop)
+
+
 # -- bad input ---------------------------------------------------------------------------------
 
 TIME_ARGUMENT_USERS: dict[str, Callable[[Timer, Any], object]] = {
