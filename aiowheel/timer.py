@@ -266,6 +266,8 @@ class Timer(TimerCore):
         self.wheel_size: int = self._wheel.wheel_size
         self.exception_handler = exception_handler
         self._wakeups = 0
+        # True once entered: _backend is set and aclose() must stop it.
+        self._entered = False
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -279,6 +281,7 @@ class Timer(TimerCore):
         self._time = backend.time
         self._wheel = HierarchicalWheel(self.tick, self.wheel_size, start=backend.time())
         self._running = True
+        self._entered = True
         await backend.start(self._drive)
         return self
 
@@ -291,17 +294,25 @@ class Timer(TimerCore):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Cancel pending timers and jobs, cancel running jobs and wait for them. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if not self._running:
-            return
-        self._running = False
-        for handle in self._cancel_all():
-            if isinstance(handle, Job):
-                handle._finish(_CANCELLED, None)
-        await self._backend.stop()
+        """Cancel pending timers and jobs, cancel running jobs and wait for them. Idempotent.
+
+        May be called from any task of the loop, not only the one that entered the Timer: a
+        sibling task, or a coroutine job of this Timer (every other job is cancelled and waited
+        for; the calling one runs on, and is cancelled only if still running when the block
+        that entered the Timer is left). It never cancels that block, which runs on; on trio,
+        leaving it exits the Timer's nursery.
+        """
+        if not self._closed:
+            self._closed = True
+            if self._running:
+                self._running = False
+                for handle in self._cancel_all():
+                    if isinstance(handle, Job):
+                        handle._finish(_CANCELLED, None)
+        if self._entered:
+            # Every call, not only the first: on trio only the entering task can exit the
+            # nursery, after a close from another task.
+            await self._backend.stop()
 
     @property
     def max_pending(self) -> int | None:

@@ -1140,6 +1140,55 @@ async def test_aclose_is_idempotent_and_ends_the_timer() -> None:
     assert handle.cancelled()
 
 
+@pytest.mark.parametrize("closer", ["sibling task", "coroutine job", "plain callback's task"])
+async def test_aclose_from_another_task_than_the_one_that_entered(
+    backend_name: str, closer: str
+) -> None:
+    """Closing from a sibling task, from a coroutine job of the Timer itself, or from a task a
+    callback started works on every backend (on trio it ended in TrioInternalError): pending
+    timers are cancelled, running jobs cancelled and waited for, and the block that entered
+    the Timer is not cancelled -- it runs on, and leaving it is clean."""
+    before = running_tasks(backend_name)
+    started = anyio.Event()
+    closed = anyio.Event()
+
+    async def work() -> None:
+        started.set()
+        await anyio.sleep_forever()
+
+    async def close() -> None:
+        try:
+            await timer.aclose()
+        finally:
+            closed.set()
+
+    async with anyio.create_task_group() as group:
+        async with Timer() as timer:
+            pending = timer.call_later(10, _noop)
+            running = timer.schedule(0, work)
+            await started.wait()
+            if closer == "sibling task":
+                group.start_soon(close)
+            elif closer == "coroutine job":
+                closing = timer.schedule(0, close)
+            else:
+                timer.call_later(0, group.start_soon, close)
+            with anyio.fail_after(1):
+                await closed.wait()
+            assert timer.closed
+            assert pending.cancelled()
+            with pytest.raises(cancellation(backend_name)):
+                await running
+            if closer == "coroutine job":
+                # A job that closes its own Timer is not cancelled by that: it runs to its end.
+                assert await closing is None
+            await anyio.sleep(0.001)  # the block itself was not cancelled
+            with pytest.raises(RuntimeError, match="Timer is closed"):
+                timer.call_later(0, _noop)
+        await timer.aclose()  # still idempotent
+    assert running_tasks(backend_name) == before
+
+
 async def test_a_closed_timer_refuses_scheduling_and_reentry() -> None:
     async with Timer() as timer:
         pass

@@ -51,20 +51,18 @@ class AsyncioBackend:
 
     async def stop(self) -> None:
         self.arm(None)
-        tasks = [*self._jobs, *([self._driver] if self._driver is not None else [])]
-        for task in self._jobs:
+        # A job closing its own Timer is not cancelled by it, nor waited for: it runs on.
+        current = asyncio.current_task(self.loop)
+        tasks = [task for task in self._jobs if task is not current]
+        for task in tasks:
             _cancel_soon(self.loop, task)
         if self._driver is not None:
             self._driver.cancel()
-        # Not gather(): a job may swallow its cancellation, and stop() must still wait for all.
-        for task in tasks:
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                if not task.done():  # we were cancelled ourselves while waiting
-                    raise
-            except Exception:  # a job's own error: reported to its awaiters, not to us
-                pass
+            tasks.append(self._driver)
+        # wait(), not gather(): a job's outcome (even one that swallows its cancellation) is its
+        # awaiters' business; only a cancellation of the closing task itself ends the wait.
+        if tasks:
+            await asyncio.wait(tasks)
 
     def arm(self, when: float | None) -> None:
         alarm = self._alarm
