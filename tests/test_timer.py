@@ -1189,6 +1189,21 @@ async def test_aclose_from_another_task_than_the_one_that_entered(
     assert running_tasks(backend_name) == before
 
 
+async def test_aclose_inside_a_cancel_scope_entered_after_the_timer() -> None:
+    """From the block's own task but inside a timeout block (on trio, a cancel scope entered
+    after the Timer's nursery, which therefore cannot be exited yet): it closes the Timer; the
+    block's end exits the nursery. (trio broke the task's cancel scopes.)"""
+    async with Timer() as timer:
+        pending = timer.call_later(10, _noop)
+        async with timer.timeout(0.002) as scope:
+            with anyio.CancelScope():
+                await timer.aclose()
+            await anyio.sleep(0.005)  # the deadline's entry was cancelled with the rest
+        assert not scope.expired()
+        assert timer.closed and pending.cancelled()
+    await timer.aclose()
+
+
 async def test_a_closed_timer_refuses_scheduling_and_reentry() -> None:
     async with Timer() as timer:
         pass

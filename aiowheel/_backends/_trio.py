@@ -8,10 +8,11 @@ exception handler, so callback errors are logged on the ``aiowheel`` logger (or 
 wheel calls its ``cancel()`` (:class:`TrioCancelScope`).
 
 The nursery is entered by the task that enters the Timer (its *owner*), and only that task can
-exit it: trio's cancel scopes belong to the task that entered them. So ``stop`` from another
-task -- a sibling, a job closing its own Timer -- cancels the driver and the jobs through their
-own scopes and waits for them, leaving the (by then empty) nursery for the owner to exit when it
-leaves the Timer. It never cancels the nursery's scope from there: that scope also covers the
+exit it, and only while no cancel scope it entered later is open (a timeout block, say): trio's
+cancel scopes nest. So ``stop`` from another task -- a sibling, a job closing its own Timer --
+or from the owner inside such a scope cancels the driver and the jobs through their own scopes
+and waits for them, leaving the (by then empty) nursery for the owner to exit when it leaves the
+Timer's block. It never cancels the nursery's scope from there: that scope also covers the
 owner's block, which closing the Timer must not cancel. A job closing its own Timer is neither
 cancelled by that nor waited for, as on asyncio.
 """
@@ -63,7 +64,7 @@ class TrioBackend:
         if nursery is None:
             return
         current = trio.lowlevel.current_task()
-        if current is not self._owner:
+        if current is not self._owner or not _innermost(current, nursery.cancel_scope):
             # A job closing its own Timer is not cancelled by it, nor waited for: it runs on.
             children = self._children
             for scope, task in children.items():
@@ -136,6 +137,14 @@ class TrioBackend:
 
     def job_cancelled(self) -> BaseException:
         return JobCancelled()
+
+
+def _innermost(task: trio.lowlevel.Task, scope: trio.CancelScope) -> bool:
+    """Whether ``scope`` is the innermost cancel scope ``task`` is in: the only one it can exit
+    (trio refuses, and breaks the task's scopes, otherwise). trio has no public way to ask; if
+    its internals ever change, this says yes, as every scope exit assumed before."""
+    status = getattr(task, "_cancel_status", None)
+    return getattr(status, "_scope", scope) is scope
 
 
 class TrioCancelScope:
