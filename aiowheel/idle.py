@@ -53,6 +53,9 @@ How it stays cheap -- lazy re-filing, grouped by tick:
   re-filed under its current deadline. So a key costs about one re-filing per ``timeout``
   however often it is touched (tokio's ``reset`` and aiohttp's keep-alive do the same), and the
   wheel holds one entry per tick with expiring keys, not one per key.
+* Re-filing is bookkeeping, not new work: the Timer's ``max_pending`` never refuses it (it may
+  take the Timer past its limit by one entry per tick of ``timeout``); only a new key whose tick
+  has no entry yet can be refused, at its ``touch``.
 * ``discard`` marks the key untracked and leaves its filing in place: the dict entry goes when
   that filing comes due (at most ``timeout`` plus a tick later), or is reused by a new touch.
 
@@ -183,7 +186,10 @@ class IdleTimeouts(Generic[K]):
         If the key's previous period had already ended (``timer.time() >= E``), it expires
         first: ``on_expire(key)`` is called for that period before the new one starts. Raises
         RuntimeError before the Timer has started and once this object is closed. (Close it
-        before the Timer: once the Timer has closed, nothing expires any more.)
+        before the Timer: once the Timer has closed, nothing expires any more.) Raises
+        :class:`~aiowheel.PendingLimitError` for a key not tracked yet whose deadline tick has
+        no wheel entry yet, if the Timer is at ``max_pending``: the key is then not tracked.
+        A key already tracked is never refused, nor is its re-filing in the driver.
         """
         now = self._timer._time()  # timer.time() without its frame: this is the hot path
         w = now + self._timeout

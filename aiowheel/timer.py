@@ -24,7 +24,20 @@ Guarantees:
 * a cancelled timer leaves the wheel at once, and its callback and arguments are released (so
   are a callback's once it has run);
 * callbacks scheduled from a callback run in a later pass, even when already due, so a callback
-  that schedules itself cannot starve the loop.
+  that schedules itself cannot starve the loop;
+* an error stops nothing: a callback's (any BaseException but an interrupt, as asyncio's
+  ``Handle._run``) goes to the exception handler, a job's to whoever awaits the job;
+* an interrupt (KeyboardInterrupt, SystemExit) from a callback, a job or the exception handler
+  leaves the event loop once, as from a loop callback, and the Timer keeps working: on asyncio
+  and uvloop the driver is re-armed as the interrupt leaves, and the rest of its batch (due at
+  once) and every later timer run when the application carries on. trio has no loop to carry
+  on: the interrupt ends the block that entered the Timer (bare, not in an exception group),
+  which closes the Timer;
+* ``max_pending`` refuses new work at the call that asks for it (PendingLimitError); the feature
+  layers' own re-filing of work already accepted (idle keys, timeouts moved later) is never
+  refused, so it may take the count past the limit by a bounded number of entries;
+* ``aclose()`` works from any task of the loop and never cancels the block that entered the
+  Timer.
 
 Not thread-safe, like the event loop itself: from another thread use
 ``loop.call_soon_threadsafe(timer.call_later, delay, callback)``.
@@ -241,7 +254,8 @@ class Timer(TimerCore):
             (``timer.tick``).
         wheel_size: slots per wheel level, a whole number from 2 to ``2**40``.
         max_pending: if set, a whole number >= 1: scheduling while this many timers are pending
-            raises :class:`PendingLimitError` (Netty's ``maxPendingTimeouts``).
+            raises :class:`PendingLimitError` (Netty's ``maxPendingTimeouts``). It limits new
+            work; re-filing by :class:`~aiowheel.IdleTimeouts` and timeouts is never refused.
         exception_handler: called with asyncio's context dict (``message``, ``exception``,
             ``handle``) when a callback raises. Default: ``loop.call_exception_handler`` on
             asyncio, the ``aiowheel`` logger on trio.
