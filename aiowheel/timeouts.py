@@ -39,7 +39,9 @@ A deadline is any real number (see :mod:`aiowheel._checks`): one that is not an 
 rounded up to a float. One beyond the wheel's reach (``2**52`` ticks from zero) is refused when
 the Timeout is made or rescheduled, with ValueError.
 
-A Timeout can be entered once, and only while its Timer runs. Not thread-safe.
+A Timeout can be entered once, and only while its Timer runs; if the Timer closes while the
+block runs (``aclose()`` from anywhere), its deadline no longer applies and the block runs on.
+Not thread-safe.
 
 This module is part of the Timer layer: :class:`aiowheel.Timer` imports it for its ``timeout*`` and
 ``move_on*`` methods, and it does not import the Timer back -- it needs only the few methods of
