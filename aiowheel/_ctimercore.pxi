@@ -242,13 +242,29 @@ cdef class TimerCore:
         _check_callback_fast(callback, "call_at")
         return self._schedule(deadline, callback, args, context)
 
+    def _refile_at(self, when, callback, *args, context=None):
+        """``call_at`` for the library's own bookkeeping, which ``max_pending`` never refuses.
+
+        For filing again work the Timer already accepted, when the entry standing for it fires
+        early: an idle key touched since its entry was filed, a Timeout whose deadline moved
+        later (:mod:`aiowheel.idle`, :mod:`aiowheel.timeouts`). The limit refuses new work at
+        the call that asks for it; refused here, inside the driver's pass, the work would be
+        lost. RuntimeError if the Timer is not running.
+        """
+        if not self._running:
+            self._raise_not_running()
+        return self._schedule(_checked_deadline(when, "when"), callback, args, context, False)
+
     def __len__(self):
         """Timers and jobs pending in the wheel."""
         return self._wheel._len
 
-    cdef TimerHandle _schedule(self, object when, object callback, tuple args, object context):
+    cdef TimerHandle _schedule(
+        self, object when, object callback, tuple args, object context, bint limited=True
+    ):
         cdef TimerHandle handle
-        self._check_limit()
+        if limited:
+            self._check_limit()
         handle = TimerHandle.__new__(TimerHandle)
         _init_entry(handle, when, callback)
         handle._args = args

@@ -193,16 +193,40 @@ class TimerCore:
         _init_handle(handle, deadline, callback, args, self, context)
         return self._add(handle)
 
+    def _refile_at(
+        self,
+        when: SupportsFloat,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> TimerHandle:
+        """``call_at`` for the library's own bookkeeping, which ``max_pending`` never refuses.
+
+        For filing again work the Timer already accepted, when the entry standing for it fires
+        early: an idle key touched since its entry was filed, a Timeout whose deadline moved
+        later (:mod:`aiowheel.idle`, :mod:`aiowheel.timeouts`). The limit refuses new work at
+        the call that asks for it; refused here, inside the driver's pass, the work would be
+        lost. RuntimeError if the Timer is not running.
+        """
+        if not self._running:
+            self._check_running()
+        handle = _new_handle(TimerHandle)
+        _init_handle(handle, check_deadline(when, "when"), callback, args, self, context)
+        return self._file(handle)
+
     def __len__(self) -> int:
         """Timers and jobs pending in the wheel."""
         return len(self._wheel)
 
     def _add(self, handle: H) -> H:
-        wheel = self._wheel
+        """File ``handle`` unless ``max_pending`` timers are pending already."""
         limit = self._max_pending
-        if limit is not None and len(wheel) >= limit:
-            raise pending_limit(len(wheel), limit)
-        wheel.add_entry(handle)
+        if limit is not None and len(self._wheel) >= limit:
+            raise pending_limit(len(self._wheel), limit)
+        return self._file(handle)
+
+    def _file(self, handle: H) -> H:
+        self._wheel.add_entry(handle)
         if handle.deadline < self._armed_at:
             self._rearm()
         return handle

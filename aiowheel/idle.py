@@ -35,8 +35,10 @@ may touch or discard any key, including the one expiring (a touch then starts a 
 ``on_expire`` may be a plain function or a coroutine function. A plain function is called from
 the Timer's driver (or inside the ``touch``/``discard`` that found the key due); a coroutine
 function's coroutine runs as a task the Timer owns, cancelled when the Timer closes. Either way
-its error is reported like a timer callback's (the Timer's ``exception_handler``, else
-``loop.call_exception_handler`` on asyncio, the ``aiowheel`` logger on trio) and stops nothing.
+its error -- any exception, ``BaseException`` included -- is reported like a timer callback's
+(the Timer's ``exception_handler``, else ``loop.call_exception_handler`` on asyncio, the
+``aiowheel`` logger on trio) and stops nothing. ``KeyboardInterrupt`` and ``SystemExit``
+propagate as from a timer callback (see :class:`aiowheel.Timer`), and no key is lost to them.
 
 How it stays cheap -- lazy re-filing, grouped by tick:
 
@@ -51,6 +53,9 @@ How it stays cheap -- lazy re-filing, grouped by tick:
   re-filed under its current deadline. So a key costs about one re-filing per ``timeout``
   however often it is touched (tokio's ``reset`` and aiohttp's keep-alive do the same), and the
   wheel holds one entry per tick with expiring keys, not one per key.
+* Re-filing is bookkeeping, not new work: the Timer's ``max_pending`` never refuses it (it may
+  take the Timer past its limit by one entry per tick of ``timeout``); only a new key whose tick
+  has no entry yet can be refused, at its ``touch``.
 * ``discard`` marks the key untracked and leaves its filing in place: the dict entry goes when
   that filing comes due (at most ``timeout`` plus a tick later), or is reused by a new touch.
 
@@ -181,7 +186,10 @@ class IdleTimeouts(Generic[K]):
         If the key's previous period had already ended (``timer.time() >= E``), it expires
         first: ``on_expire(key)`` is called for that period before the new one starts. Raises
         RuntimeError before the Timer has started and once this object is closed. (Close it
-        before the Timer: once the Timer has closed, nothing expires any more.)
+        before the Timer: once the Timer has closed, nothing expires any more.) Raises
+        :class:`~aiowheel.PendingLimitError` for a key not tracked yet whose deadline tick has
+        no wheel entry yet, if the Timer is at ``max_pending``: the key is then not tracked.
+        A key already tracked is never refused, nor is its re-filing in the driver.
         """
         now = self._timer._time()  # timer.time() without its frame: this is the hot path
         w = now + self._timeout
@@ -290,8 +298,8 @@ class IdleTimeouts(Generic[K]):
             previous = deadlines.get(key, _ABSENT)
         if self._closed:
             raise RuntimeError("IdleTimeouts is closed")
-        if previous is _ABSENT:  # filed nowhere: file it under its deadline
-            self._file(key, current)
+        if previous is _ABSENT:  # filed nowhere: file it under its deadline (new work)
+            self._file(key, current, self._timer.call_at)
             self._len += 1
         elif previous is _UNTRACKED:  # still filed from an earlier period: reuse that filing
             self._len += 1
@@ -303,11 +311,14 @@ class IdleTimeouts(Generic[K]):
         self._len -= 1
         self._timer._run_now(self._on_expire, (key,))
 
-    def _file(self, key: Hashable, deadline: _Deadline) -> None:
+    def _file(
+        self, key: Hashable, deadline: _Deadline, call_at: Callable[..., TimerHandle]
+    ) -> None:
+        """File ``key`` under ``deadline``, giving the deadline a wheel entry with ``call_at``
+        if it has none: the Timer's ``call_at`` for a new key (which ``max_pending`` may
+        refuse, at the touch), its ``_refile_at`` for a key already tracked (never refused)."""
         if deadline.handle is None:
-            deadline.handle = self._timer.call_at(
-                deadline.when, self._fire, deadline, context=self._context
-            )
+            deadline.handle = call_at(deadline.when, self._fire, deadline, context=self._context)
             self._pending.add(deadline)
         deadline.filed.append(key)
 
@@ -320,14 +331,25 @@ class IdleTimeouts(Generic[K]):
         self._pending.discard(due)
         now = self._timer.time()
         deadlines: dict[Hashable, _Deadline] = self._deadlines  # type: ignore[assignment]
-        for key in filed:
-            deadline = deadlines[key]
-            if deadline.when <= now and deadline is not _UNTRACKED:
-                self._expire(key)  # type: ignore[arg-type]
-                if self._closed:
-                    return
-                deadline = deadlines[key]  # on_expire may have touched it again
-            if deadline is _UNTRACKED:
-                del deadlines[key]
-            else:
-                self._file(key, deadline)
+        refile = self._timer._refile_at
+        index = 0
+        try:
+            for index, key in enumerate(filed):  # noqa: B007 -- index is used on interrupt
+                deadline = deadlines[key]
+                if deadline.when <= now and deadline is not _UNTRACKED:
+                    self._expire(key)  # type: ignore[arg-type]
+                    if self._closed:
+                        return
+                    deadline = deadlines[key]  # on_expire may have touched it again
+                if deadline is _UNTRACKED:
+                    del deadlines[key]
+                else:
+                    self._file(key, deadline, refile)
+        except BaseException:
+            # An interrupt from on_expire (nothing else leaves _expire). The keys not looked at
+            # yet, and the interrupted one (untracked now, or touched again), go back under
+            # `due`, due at once: the driver's next pass picks them up where this one stopped.
+            if not self._closed:
+                for key in filed[index:]:
+                    self._file(key, due, refile)
+            raise

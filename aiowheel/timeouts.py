@@ -31,12 +31,17 @@ Semantics, the same on asyncio, uvloop and trio:
 Moving the deadline later (or to None) touches nothing -- the entry fires early and re-files
 itself under the new deadline then -- so a deadline pushed on every received message costs a
 comparison, not a wheel operation. Moving it earlier re-files the entry (O(1) remove and add).
+That re-filing is the Timeout's own bookkeeping, which the Timer's ``max_pending`` never refuses;
+only a Timeout that needs a wheel entry it did not have (on entry, or a deadline set after None)
+can get :class:`~aiowheel.PendingLimitError`, at that call.
 
 A deadline is any real number (see :mod:`aiowheel._checks`): one that is not an int or a float is
 rounded up to a float. One beyond the wheel's reach (``2**52`` ticks from zero) is refused when
 the Timeout is made or rescheduled, with ValueError.
 
-A Timeout can be entered once, and only while its Timer runs. Not thread-safe.
+A Timeout can be entered once, and only while its Timer runs; if the Timer closes while the
+block runs (``aclose()`` from anywhere), its deadline no longer applies and the block runs on.
+Not thread-safe.
 
 This module is part of the Timer layer: :class:`aiowheel.Timer` imports it for its ``timeout*`` and
 ``move_on*`` methods, and it does not import the Timer back -- it needs only the few methods of
@@ -87,6 +92,10 @@ class TimerLike(Protocol):
 
     def call_at(self, when: float, callback: Callable[[], object], /) -> FiledDeadline:
         """File ``callback`` on the wheel for ``when``."""
+
+    def _refile_at(self, when: float, callback: Callable[[], object], /) -> FiledDeadline:
+        """Like ``call_at``, to re-file the Timeout's own entry: never refused by
+        ``max_pending``."""
 
     def _open_cancel_scope(self) -> CancelScope:
         """Enter a cancel scope in the calling task."""
@@ -142,25 +151,34 @@ class Timeout:
         O(1); moving it later or to None does no wheel operation. A time already past cancels
         the block at its next await. RuntimeError before entry or once expired or exited,
         TypeError or ValueError for a bad ``when`` (as ``asyncio.Timeout.reschedule``) or one
-        beyond the wheel's reach.
+        beyond the wheel's reach, :class:`~aiowheel.PendingLimitError` if the Timer is at
+        ``max_pending`` and the Timeout has no wheel entry yet (its deadline was None). A call
+        that raises changes nothing.
         """
         if self._state is not _ENTERED:
             if self._state is _CREATED:
                 raise RuntimeError("Timeout has not been entered")
             raise RuntimeError(f"Cannot change state of {self._state} Timeout")
         deadline = None if when is None else _checked(when, self._timer.tick)
-        self._when = deadline
         if deadline is None:
+            self._when = None
             return  # a filed entry fires, finds no deadline and is dropped
         timer = self._timer
         handle = self._handle
         if deadline <= timer.time():
+            self._when = deadline
             self._expire()
-        elif handle is None or handle.when() > deadline:  # none filed, or filed too late
-            if handle is not None:
-                handle.cancel()
+            return
+        if handle is None:
+            # No entry filed: a new one is new work, which max_pending may refuse -- here, at
+            # the call, before anything has changed.
             self._handle = timer.call_at(deadline, self._on_deadline)
+        elif handle.when() > deadline:
+            # Filed too late: replaced, which is the Timeout's own bookkeeping (never refused).
+            handle.cancel()
+            self._handle = timer._refile_at(deadline, self._on_deadline)
         # Otherwise the entry is filed at or before `when`: it re-files itself when it fires.
+        self._when = deadline
 
     def expired(self) -> bool:
         """True once the deadline has cancelled the block (whatever the block did with it)."""
@@ -217,8 +235,8 @@ class Timeout:
         timer = self._timer
         if when <= timer.time():
             self._expire()
-        else:
-            self._handle = timer.call_at(when, self._on_deadline)
+        else:  # the deadline moved later: re-file, which max_pending never refuses
+            self._handle = timer._refile_at(when, self._on_deadline)
 
     def _expire(self) -> None:
         handle = self._handle

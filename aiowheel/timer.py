@@ -24,7 +24,20 @@ Guarantees:
 * a cancelled timer leaves the wheel at once, and its callback and arguments are released (so
   are a callback's once it has run);
 * callbacks scheduled from a callback run in a later pass, even when already due, so a callback
-  that schedules itself cannot starve the loop.
+  that schedules itself cannot starve the loop;
+* an error stops nothing: a callback's (any BaseException but an interrupt, as asyncio's
+  ``Handle._run``) goes to the exception handler, a job's to whoever awaits the job;
+* an interrupt (KeyboardInterrupt, SystemExit) from a callback, a job or the exception handler
+  leaves the event loop once, as from a loop callback, and the Timer keeps working: on asyncio
+  and uvloop the driver is re-armed as the interrupt leaves, and the rest of its batch (due at
+  once) and every later timer run when the application carries on. trio has no loop to carry
+  on: the interrupt ends the block that entered the Timer (bare, not in an exception group),
+  which closes the Timer;
+* ``max_pending`` refuses new work at the call that asks for it (PendingLimitError); the feature
+  layers' own re-filing of work already accepted (idle keys, timeouts moved later) is never
+  refused, so it may take the count past the limit by a bounded number of entries;
+* ``aclose()`` works from any task of the loop and never cancels the block that entered the
+  Timer.
 
 Not thread-safe, like the event loop itself: from another thread use
 ``loop.call_soon_threadsafe(timer.call_later, delay, callback)``.
@@ -241,7 +254,8 @@ class Timer(TimerCore):
             (``timer.tick``).
         wheel_size: slots per wheel level, a whole number from 2 to ``2**40``.
         max_pending: if set, a whole number >= 1: scheduling while this many timers are pending
-            raises :class:`PendingLimitError` (Netty's ``maxPendingTimeouts``).
+            raises :class:`PendingLimitError` (Netty's ``maxPendingTimeouts``). It limits new
+            work; re-filing by :class:`~aiowheel.IdleTimeouts` and timeouts is never refused.
         exception_handler: called with asyncio's context dict (``message``, ``exception``,
             ``handle``) when a callback raises. Default: ``loop.call_exception_handler`` on
             asyncio, the ``aiowheel`` logger on trio.
@@ -266,6 +280,8 @@ class Timer(TimerCore):
         self.wheel_size: int = self._wheel.wheel_size
         self.exception_handler = exception_handler
         self._wakeups = 0
+        # True once entered: _backend is set and aclose() must stop it.
+        self._entered = False
 
     # -- lifecycle ----------------------------------------------------------------------------
 
@@ -279,6 +295,7 @@ class Timer(TimerCore):
         self._time = backend.time
         self._wheel = HierarchicalWheel(self.tick, self.wheel_size, start=backend.time())
         self._running = True
+        self._entered = True
         await backend.start(self._drive)
         return self
 
@@ -291,17 +308,25 @@ class Timer(TimerCore):
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Cancel pending timers and jobs, cancel running jobs and wait for them. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
-        if not self._running:
-            return
-        self._running = False
-        for handle in self._cancel_all():
-            if isinstance(handle, Job):
-                handle._finish(_CANCELLED, None)
-        await self._backend.stop()
+        """Cancel pending timers and jobs, cancel running jobs and wait for them. Idempotent.
+
+        May be called from any task of the loop, not only the one that entered the Timer: a
+        sibling task, or a coroutine job of this Timer (every other job is cancelled and waited
+        for; the calling one runs on, and is cancelled only if still running when the block
+        that entered the Timer is left). It never cancels that block, which runs on; on trio,
+        leaving it exits the Timer's nursery.
+        """
+        if not self._closed:
+            self._closed = True
+            if self._running:
+                self._running = False
+                for handle in self._cancel_all():
+                    if isinstance(handle, Job):
+                        handle._finish(_CANCELLED, None)
+        if self._entered:
+            # Every call, not only the first: on trio only the entering task can exit the
+            # nursery, after a close from another task.
+            await self._backend.stop()
 
     @property
     def max_pending(self) -> int | None:
@@ -400,10 +425,26 @@ class Timer(TimerCore):
             await backend.wait()
             self._wakeups += 1
             self._armed_at = -math.inf
-            self._run_due()
-            next_deadline = wheel.next_deadline()
+            try:
+                self._run_due()
+            except (SystemExit, KeyboardInterrupt) as exc:
+                # From a callback; the rest of its batch is back in the wheel, due at once. It
+                # leaves the event loop as a loop callback's would, and the driver lives on,
+                # re-armed as the interrupt leaves: a driver that died here would leave the
+                # Timer accepting timers it never runs.
+                backend.interrupt(exc, self._rearm_after_interrupt)
+            else:
+                next_deadline = wheel.next_deadline()
+                self._armed_at = math.inf if next_deadline is None else next_deadline
+                backend.arm(next_deadline)
+
+    def _rearm_after_interrupt(self) -> None:
+        # Until now _armed_at stayed -inf ("dispatching"), so nothing scheduled meanwhile armed
+        # the driver: the remainder of the batch cannot run before the interrupt has left.
+        if self._running:
+            next_deadline = self._wheel.next_deadline()
             self._armed_at = math.inf if next_deadline is None else next_deadline
-            backend.arm(next_deadline)
+            self._backend.arm(next_deadline)
 
     def _report(
         self,
@@ -442,7 +483,9 @@ class Timer(TimerCore):
         """Call ``callback(*args)`` now, as the driver calls a due callback: its error is
         reported like a timer callback's, never raised. If it returns a coroutine (it is a
         coroutine function), the coroutine runs as a task the Timer owns, cancelled when the
-        Timer closes, and its error is reported the same way."""
+        Timer closes, and its error is reported the same way -- any BaseException but an
+        interrupt (KeyboardInterrupt, SystemExit, which propagate) and the task's cancellation.
+        """
         try:
             result = callback(*args)
         except (SystemExit, KeyboardInterrupt):
@@ -464,7 +507,11 @@ class Timer(TimerCore):
     ) -> None:
         try:
             await coro
-        except Exception as exc:
+        except (SystemExit, KeyboardInterrupt):
+            raise  # leaves the loop once, as from a plain callback (or ends the block on trio)
+        except self._backend.cancelled_exc_class:
+            raise  # the task's cancellation (the Timer closing): a task's own business
+        except BaseException as exc:  # as a plain callback's, as asyncio's Handle._run
             self._report(callback, args, exc)
 
     # -- observability ------------------------------------------------------------------------

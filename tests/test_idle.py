@@ -26,7 +26,7 @@ import sniffio
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from aiowheel import Timer
+from aiowheel import PendingLimitError, Timer
 from aiowheel.idle import IdleTimeouts
 from aiowheel.testing import VirtualTimeLoop, run
 
@@ -395,6 +395,41 @@ async def test_on_expire_errors_are_reported_and_stop_nothing(virtual_time: None
         assert [type(c["exception"]) for c in contexts] == [ValueError]
 
 
+class Fatal(BaseException):
+    """Neither an Exception nor an interrupt: reported and stops nothing, as in asyncio."""
+
+
+@pytest.mark.parametrize("kind", ["plain", "coroutine"])
+async def test_an_on_expire_raising_a_base_exception_is_reported_and_stops_nothing(
+    kind: str,
+) -> None:
+    """The coroutine on_expire as the plain one: reported (it was never reported on asyncio,
+    and took the Timer down on trio), and the Timer and the other keys carry on."""
+    contexts: list[dict[str, Any]] = []
+    expired: list[str] = []
+
+    def plain(key: str) -> None:
+        expired.append(key)
+        if key == "bad":
+            raise Fatal(key)
+
+    async def coroutine(key: str) -> None:
+        await anyio.sleep(0)
+        plain(key)
+
+    async with Timer(exception_handler=contexts.append) as timer:
+        idle = IdleTimeouts(timer, 0.002, plain if kind == "plain" else coroutine)
+        idle.touch("bad")
+        idle.touch("good")
+        await timer.sleep(0.005)
+        idle.touch("later")
+        await timer.sleep(0.005)
+        assert not timer.closed
+    assert sorted(expired) == ["bad", "good", "later"]
+    assert [type(context["exception"]) for context in contexts] == [Fatal]
+    assert contexts[0]["message"].startswith("Exception in callback ")
+
+
 async def test_touch_inside_on_expire_starts_a_new_period(virtual_time: None) -> None:
     async with Timer(tick=TICK) as timer:
         expired = Expired(timer)
@@ -454,6 +489,86 @@ async def test_many_keys_cost_few_wheel_entries(virtual_time: None) -> None:
         await timer.sleep_until(t0 + 100)
         expected = sorted((key, expiry(t, 30, TICK)) for key, t in last.items())
         assert sorted(expired.calls) == expected
+
+
+# -- limits and interrupts: no key is ever lost --------------------------------------------------
+
+
+async def test_re_filing_is_never_refused_by_max_pending(virtual_time: None) -> None:
+    """Keys touched since their entry was filed are re-filed when it fires: bookkeeping, not
+    new work, so max_pending never refuses it (it did, and the keys never expired)."""
+    errors: list[dict[str, Any]] = []
+    async with Timer(tick=TICK, max_pending=2, exception_handler=errors.append) as timer:
+        expired = Expired(timer)
+        idle = IdleTimeouts(timer, 1, expired)
+        t0 = timer.time()
+        idle.touch("a")
+        idle.touch("b")  # one entry, at t0 + 1
+        timer.call_at(t0 + 50, expired, "blocker")  # the Timer is at its limit
+        await anyio.sleep(0.25)
+        idle.touch("a")  # now due at t0 + 1.25: no wheel operation yet
+        await anyio.sleep(0.25)
+        idle.touch("b")  # now due at t0 + 1.5
+        await anyio.sleep(2)  # at t0 + 1 both are re-filed: two entries, one over the limit
+        assert expired.calls == [("a", t0 + 1.25), ("b", t0 + 1.5)]
+        assert len(idle) == 0
+    assert errors == []
+
+
+async def test_a_new_key_at_max_pending_is_refused_at_touch(virtual_time: None) -> None:
+    """A key that needs a new wheel entry is new work: refused loudly, at touch, and not
+    tracked. A key whose deadline tick already has an entry costs the wheel nothing."""
+    async with Timer(tick=TICK, max_pending=1) as timer:
+        expired = Expired(timer)
+        idle = IdleTimeouts(timer, 1, expired)
+        t0 = timer.time()
+        idle.touch("a")  # the one entry
+        idle.touch("same tick")  # shares it
+        await anyio.sleep(0.25)
+        with pytest.raises(PendingLimitError):
+            idle.touch("new")
+        assert "new" not in idle and len(idle) == 2
+        idle.touch("a")  # a known key is never refused
+        await anyio.sleep(2)
+        assert expired.calls == [("same tick", t0 + 1), ("a", t0 + 1.25)]
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, SystemExit])
+def test_an_interrupt_from_on_expire_loses_no_key(interrupt: type[BaseException]) -> None:
+    """The interrupt leaves the loop (as from any Timer callback); the keys filed with the
+    interrupted one still expire once the application carries on, the interrupted key is not
+    expired twice."""
+    loop = VirtualTimeLoop()
+    expired: list[tuple[str, float]] = []
+
+    def on_expire(key: str) -> None:
+        expired.append((key, loop.time()))
+        if key == "interrupting":
+            raise interrupt
+
+    async def start() -> tuple[Timer, IdleTimeouts[str]]:
+        timer = Timer(tick=TICK)
+        await timer.__aenter__()
+        return timer, IdleTimeouts(timer, 1, on_expire)
+
+    try:
+        timer, idle = loop.run_until_complete(start())
+        t0 = timer.time()
+        for key in ("first", "interrupting", "second", "third"):
+            idle.touch(key)
+        with pytest.raises(interrupt):
+            loop.run_until_complete(asyncio.sleep(5))
+        loop.run_until_complete(asyncio.sleep(5))
+        assert sorted(expired) == [
+            ("first", t0 + 1),
+            ("interrupting", t0 + 1),
+            ("second", t0 + 1),
+            ("third", t0 + 1),
+        ]
+        assert len(idle) == 0 and len(timer) == 0
+        loop.run_until_complete(timer.aclose())
+    finally:
+        loop.close()
 
 
 # -- the rule against a model, on random event sequences -----------------------------------------

@@ -16,7 +16,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from aiowheel import Timer
+from aiowheel import PendingLimitError, Timer
 from aiowheel.timeouts import Timeout
 
 pytestmark = pytest.mark.anyio
@@ -304,6 +304,50 @@ async def test_five_thousand_timeouts_cost_one_loop_timer(
         assert sorted(outcomes) == sorted(("timeout", 1 + (i % 4) * TICK) for i in range(n))
         assert timer.stats().driver_wakeups - wakeups <= 4  # one pass per distinct deadline
         assert len(timer) == 0
+
+
+# -- max_pending: the Timeout's own re-filing is never refused ----------------------------------
+
+
+def _noop() -> None:
+    return None
+
+
+async def test_a_deadline_moved_later_fires_on_a_timer_at_max_pending(virtual_time: None) -> None:
+    """The entry filed for the old deadline fires and re-files itself; by then the Timer is at
+    max_pending again. That re-filing is the Timeout's own bookkeeping, not new work: never
+    refused (it was, and the block ran to its end)."""
+    errors: list[dict[str, object]] = []
+    async with Timer(tick=TICK, max_pending=2, exception_handler=errors.append) as timer:
+        t0 = timer.time()
+
+        def fill_up() -> None:  # runs just before the Timeout's entry, in the same batch
+            timer.call_later(50, _noop)
+            timer.call_later(50, _noop)
+
+        timer.call_at(t0 + 1, fill_up)
+        async with timer.move_on_after(1) as t:
+            t.reschedule(t0 + 2)
+            await anyio.sleep(60)
+        assert t.cancelled_caught
+        assert timer.time() == t0 + 2
+    assert errors == []
+
+
+async def test_new_deadlines_at_max_pending_are_refused_at_the_call(virtual_time: None) -> None:
+    """New work is refused where it is asked for, loudly, and changes nothing."""
+    async with Timer(tick=TICK, max_pending=1) as timer:
+        t0 = timer.time()
+        async with timer.move_on_at(None) as t:
+            timer.call_at(t0 + 50, _noop)
+            with pytest.raises(PendingLimitError):
+                t.reschedule(t0 + 1)  # no entry filed yet: a new one is needed
+            assert t.when() is None  # unchanged by the refused call
+            await anyio.sleep(2)
+        assert not t.cancelled_caught
+        with pytest.raises(PendingLimitError):
+            async with timer.timeout(1):
+                pass
 
 
 # -- errors and states ---------------------------------------------------------------------------

@@ -30,6 +30,7 @@ import anyio
 import pytest
 
 from aiowheel import JobCancelled, PendingLimitError, Timer, TimerHandle, TimerStats
+from aiowheel.testing import VirtualTimeLoop
 
 pytestmark = pytest.mark.anyio
 
@@ -1139,6 +1140,70 @@ async def test_aclose_is_idempotent_and_ends_the_timer() -> None:
     assert handle.cancelled()
 
 
+@pytest.mark.parametrize("closer", ["sibling task", "coroutine job", "plain callback's task"])
+async def test_aclose_from_another_task_than_the_one_that_entered(
+    backend_name: str, closer: str
+) -> None:
+    """Closing from a sibling task, from a coroutine job of the Timer itself, or from a task a
+    callback started works on every backend (on trio it ended in TrioInternalError): pending
+    timers are cancelled, running jobs cancelled and waited for, and the block that entered
+    the Timer is not cancelled -- it runs on, and leaving it is clean."""
+    before = running_tasks(backend_name)
+    started = anyio.Event()
+    closed = anyio.Event()
+
+    async def work() -> None:
+        started.set()
+        await anyio.sleep_forever()
+
+    async def close() -> None:
+        try:
+            await timer.aclose()
+        finally:
+            closed.set()
+
+    async with anyio.create_task_group() as group:
+        async with Timer() as timer:
+            pending = timer.call_later(10, _noop)
+            running = timer.schedule(0, work)
+            await started.wait()
+            if closer == "sibling task":
+                group.start_soon(close)
+            elif closer == "coroutine job":
+                closing = timer.schedule(0, close)
+            else:
+                timer.call_later(0, group.start_soon, close)
+            with anyio.fail_after(1):
+                await closed.wait()
+            assert timer.closed
+            assert pending.cancelled()
+            with pytest.raises(cancellation(backend_name)):
+                await running
+            if closer == "coroutine job":
+                # A job that closes its own Timer is not cancelled by that: it runs to its end.
+                assert await closing is None
+            await anyio.sleep(0.001)  # the block itself was not cancelled
+            with pytest.raises(RuntimeError, match="Timer is closed"):
+                timer.call_later(0, _noop)
+        await timer.aclose()  # still idempotent
+    assert running_tasks(backend_name) == before
+
+
+async def test_aclose_inside_a_cancel_scope_entered_after_the_timer() -> None:
+    """From the block's own task but inside a timeout block (on trio, a cancel scope entered
+    after the Timer's nursery, which therefore cannot be exited yet): it closes the Timer; the
+    block's end exits the nursery. (trio broke the task's cancel scopes.)"""
+    async with Timer() as timer:
+        pending = timer.call_later(10, _noop)
+        async with timer.timeout(0.002) as scope:
+            with anyio.CancelScope():
+                await timer.aclose()
+            await anyio.sleep(0.005)  # the deadline's entry was cancelled with the rest
+        assert not scope.expired()
+        assert timer.closed and pending.cancelled()
+    await timer.aclose()
+
+
 async def test_a_closed_timer_refuses_scheduling_and_reentry() -> None:
     async with Timer() as timer:
         pass
@@ -1193,6 +1258,144 @@ async def test_a_running_timer_cannot_be_entered_twice() -> None:
             await timer.__aenter__()
         timer.call_later(0, _noop)  # still usable
         await timer.sleep(0)
+
+
+# -- interrupts: KeyboardInterrupt and SystemExit from a callback or a job ---------------------
+#
+# asyncio lets an interrupt raised by a loop callback leave run_forever() once and keeps every
+# other timer; the Timer must do the same (its driver survives and is re-armed). trio ends the
+# task tree instead: the interrupt leaves the block that entered the Timer, which is closed.
+
+INTERRUPTS = [KeyboardInterrupt, SystemExit]
+
+
+def raise_(exc_type: type[BaseException]) -> None:
+    raise exc_type
+
+
+def new_loop(loop_name: str) -> asyncio.AbstractEventLoop:
+    """A fresh event loop to drive by hand: asyncio in virtual time, or uvloop."""
+    if loop_name == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        return uvloop.new_event_loop()  # type: ignore[no-any-return]
+    return VirtualTimeLoop()
+
+
+async def _entered_timer() -> Timer:
+    timer = Timer()
+    await timer.__aenter__()
+    return timer
+
+
+@pytest.mark.parametrize("interrupt", INTERRUPTS)
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("source", ["callback", "plain job", "coroutine job"])
+def test_an_interrupt_propagates_once_and_the_timer_keeps_working(
+    loop_name: str, interrupt: type[BaseException], source: str
+) -> None:
+    """As with loop.call_later: the interrupt leaves run_until_complete once; the rest of the
+    batch, later timers and timers scheduled after the recovery all run; aclose() is clean."""
+
+    async def interrupting_coroutine() -> None:
+        await asyncio.sleep(0)
+        raise interrupt
+
+    loop = new_loop(loop_name)
+    try:
+        timer = loop.run_until_complete(_entered_timer())
+        ran: list[str] = []
+        when = timer.time() + 0.002
+        timer.call_at(when, ran.append, "before")
+        if source == "callback":
+            timer.call_at(when, raise_, interrupt)
+        elif source == "plain job":
+            timer.schedule_at(when, raise_, interrupt)
+        else:
+            timer.schedule_at(when, interrupting_coroutine)
+        timer.call_at(when, ran.append, "same batch")
+        timer.call_at(when + 0.004, ran.append, "later")
+        with pytest.raises(interrupt):
+            loop.run_until_complete(asyncio.sleep(5))  # ends at the interrupt
+        if source == "callback":
+            assert ran == ["before"]  # the interrupt left at once, as asyncio's does
+        timer.call_later(0.001, ran.append, "after recovery")
+        # No second interrupt; the bound only turns a dead driver into a failure, not a hang.
+        loop.run_until_complete(asyncio.wait_for(timer.sleep(0.01), 1))
+        assert ran[:2] == ["before", "same batch"]
+        assert sorted(ran[2:]) == ["after recovery", "later"]
+        assert len(timer) == 0
+        loop.run_until_complete(timer.aclose())  # does not re-raise the old interrupt
+        assert timer.closed
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("source", ["callback", "coroutine job"])
+def test_system_exit_from_a_callback_leaves_asyncio_run_once(
+    loop_name: str, source: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    closed: list[bool] = []
+
+    async def exiting_coroutine() -> None:
+        raise SystemExit(3)
+
+    async def main() -> None:
+        timer = Timer()
+        try:
+            async with timer:
+                if source == "callback":
+                    timer.call_later(0.001, raise_, SystemExit(3))
+                else:
+                    timer.schedule(0.001, exiting_coroutine)
+                await asyncio.sleep(1)
+        finally:
+            closed.append(timer.closed)
+
+    runner = asyncio.Runner(loop_factory=partial(new_loop, loop_name))
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        with pytest.raises(SystemExit) as info:
+            runner.run(main())
+        assert info.value.code == 3
+        runner.close()  # cancels main(), which closes the Timer: no second SystemExit
+        gc.collect()
+    assert closed == [True]
+    assert [record.getMessage() for record in caplog.records] == []
+
+
+@pytest.mark.parametrize("interrupt", INTERRUPTS)
+@pytest.mark.parametrize("source", ["callback", "plain job", "coroutine job"])
+async def test_an_interrupt_on_trio_ends_the_block_and_closes_the_timer(
+    backend_name: str, interrupt: type[BaseException], source: str
+) -> None:
+    """trio has no loop to resume: the interrupt ends the Timer's task tree and leaves the block
+    that entered the Timer -- bare, not in an exception group -- and the Timer is closed."""
+    if backend_name != "trio":
+        pytest.skip("asyncio and uvloop: see test_an_interrupt_propagates_once_...")
+    import trio
+
+    async def interrupting_coroutine() -> None:
+        await trio.sleep(0)
+        raise interrupt
+
+    ran: list[str] = []
+    with pytest.raises(interrupt):
+        async with Timer() as timer:
+            when = timer.time() + 0.002
+            if source == "callback":
+                timer.call_at(when, raise_, interrupt)
+            elif source == "plain job":
+                timer.schedule_at(when, raise_, interrupt)
+            else:
+                timer.schedule_at(when, interrupting_coroutine)
+            pending = timer.call_at(when + 0.001, ran.append, "later")
+            await trio.sleep(1)
+    assert ran == []
+    assert timer.closed
+    assert pending.cancelled()
+    assert len(timer) == 0
+    with pytest.raises(RuntimeError, match="Timer is closed"):
+        timer.call_later(0, _noop)
 
 
 # -- the driver: no ticking, one wake-up per bucket, re-arming ---------------------------------
@@ -1285,6 +1488,25 @@ async def test_max_pending_refuses_beyond_the_limit_then_recovers() -> None:
             timer.call_later(0, _noop)
         assert [await job for job in jobs] == [0, 1, 2]
         await timer.sleep(0)
+
+
+async def test_the_librarys_own_re_filing_is_never_refused_by_max_pending() -> None:
+    """``_refile_at``, the hook aiowheel.idle and aiowheel.timeouts re-file their entries with:
+    work already accepted must not be refused inside the driver's pass, where it would be lost.
+    """
+    async with Timer(max_pending=1) as timer:
+        fired = Fired(timer)
+        when = timer.time() + 0.002
+        timer.call_at(when, fired, "new work")
+        handle = timer._refile_at(when, fired, "re-filed")
+        assert isinstance(handle, TimerHandle) and handle.when() == when
+        assert len(timer) == 2
+        with pytest.raises(PendingLimitError):
+            timer.call_at(when, fired, "refused")
+        await anyio.sleep(0.005)
+        assert fired.labels == ["new work", "re-filed"]
+    with pytest.raises(RuntimeError, match="Timer is closed"):
+        timer._refile_at(1, _noop)
 
 
 # -- bad input ---------------------------------------------------------------------------------

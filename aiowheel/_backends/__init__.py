@@ -77,6 +77,17 @@ class Backend(Protocol):
         """The driver's sleep: return once the armed time has been reached (maybe early)."""
         ...
 
+    def interrupt(self, exc: BaseException, rearm: Callable[[], None]) -> None:
+        """Let ``exc`` -- a KeyboardInterrupt or SystemExit a callback raised in the driver --
+        leave the event loop once, the way the loop's own callbacks' interrupts do.
+
+        asyncio: from a loop callback run next, which calls ``rearm()`` (re-arming the driver)
+        and raises ``exc`` out of ``run_forever()``; the driver, which called this, carries on.
+        trio: raised here, ending the driver and, through the Timer's nursery, the block that
+        entered the Timer (which closes it).
+        """
+        ...
+
     def spawn(self, job: Callable[[], Awaitable[None]], context: Context) -> Cancellable:
         """Run ``job()`` as a new task in ``context``; the result cancels it."""
         ...

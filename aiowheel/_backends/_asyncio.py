@@ -57,20 +57,18 @@ class AsyncioBackend:
 
     async def stop(self) -> None:
         self.arm(None)
-        tasks = [*self._jobs, *([self._driver] if self._driver is not None else [])]
-        for task in self._jobs:
+        # A job closing its own Timer is not cancelled by it, nor waited for: it runs on.
+        current = asyncio.current_task(self.loop)
+        tasks = [task for task in self._jobs if task is not current]
+        for task in tasks:
             _cancel_soon(self.loop, task)
         if self._driver is not None:
             self._driver.cancel()
-        # Not gather(): a job may swallow its cancellation, and stop() must still wait for all.
-        for task in tasks:
-            try:
-                await asyncio.shield(task)
-            except asyncio.CancelledError:
-                if not task.done():  # we were cancelled ourselves while waiting
-                    raise
-            except Exception:  # a job's own error: reported to its awaiters, not to us
-                pass
+            tasks.append(self._driver)
+        # wait(), not gather(): a job's outcome (even one that swallows its cancellation) is its
+        # awaiters' business; only a cancellation of the closing task itself ends the wait.
+        if tasks:
+            await asyncio.wait(tasks)
 
     def arm(self, when: float | None) -> None:
         alarm = self._alarm
@@ -96,11 +94,25 @@ class AsyncioBackend:
         finally:
             self._waiter = None
 
+    def interrupt(self, exc: BaseException, rearm: Callable[[], None]) -> None:
+        # Re-armed in the same loop callback that raises, not now: uvloop runs an alarm already
+        # due before the callbacks queued with call_soon, which would run the rest of the batch
+        # before the interrupt had left.
+        self.loop.call_soon(_rearm_and_raise, rearm, exc)
+
     def spawn(self, job: Callable[[], Awaitable[None]], context: Context) -> _JobTask:
         task = self.loop.create_task(_run(job), context=context)
         self._jobs.add(task)
-        task.add_done_callback(self._jobs.discard)
+        task.add_done_callback(self._job_done)
         return _JobTask(self.loop, task)
+
+    def _job_done(self, task: asyncio.Task[None]) -> None:
+        self._jobs.discard(task)
+        # A job's task ends with an exception only for an interrupt, which already left the loop
+        # as the task stepped (the Job keeps it for its awaiters): retrieved here, so that it is
+        # not reported a second time as "Task exception was never retrieved".
+        if not task.cancelled():
+            task.exception()
 
     def open_cancel_scope(self) -> AsyncioCancelScope:
         return AsyncioCancelScope(self.loop)
@@ -110,6 +122,11 @@ class AsyncioBackend:
 
     def job_cancelled(self) -> BaseException:
         return asyncio.CancelledError()
+
+
+def _rearm_and_raise(rearm: Callable[[], None], exc: BaseException) -> None:
+    rearm()
+    raise exc
 
 
 async def _run(job: Callable[[], Awaitable[None]]) -> None:

@@ -1,0 +1,699 @@
+"""Fault injection: what can go wrong around each public entry point, as tables.
+
+Each table is one kind of fault; each row names what is done and, next to it, what must happen.
+The promises of the README's guarantee table -- never early, at most once, nothing lost -- hold
+in every row: after the fault the Timer either keeps working (a timer scheduled after it still
+runs, nothing pending is left behind) or is closed and says so at the next use.
+
+* :data:`RAISING` -- a callback, a job, an ``on_expire`` raising Exception, BaseException or
+  CancelledError;
+* :data:`INTERRUPTING` -- the same raising KeyboardInterrupt or SystemExit: on asyncio and uvloop
+  the interrupt leaves the loop once and the Timer keeps working, as with ``loop.call_later``; on
+  trio it ends the block that entered the Timer (bare, not in an exception group), which closes
+  the Timer;
+* :data:`REENTRANT` -- calls from inside callbacks: cancel, schedule, touch, discard, close;
+* :data:`LIMITS` -- ``max_pending`` reached from outside and inside the driver: new work is
+  refused at the call that asks for it, the library's own re-filing never;
+* :data:`CLOSING` -- closing from every place a user could.
+
+Every async row runs on asyncio in virtual time, uvloop (real time: delays of a few
+milliseconds, and only order and outcome are asserted, never an upper time bound) and trio with
+``MockClock``; the interrupt rows on asyncio and uvloop drive a loop by hand, because an
+interrupt leaves ``run_until_complete``. No real sleeps beyond uvloop's milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.abc
+import pytest
+from test_timer import cancellation, running_tasks
+
+from aiowheel import PendingLimitError, Timer
+from aiowheel.idle import IdleTimeouts
+from aiowheel.testing import VirtualTimeLoop
+
+pytestmark = pytest.mark.anyio
+
+
+class Boom(Exception):
+    pass
+
+
+class Fatal(BaseException):
+    """Neither an Exception nor an interrupt."""
+
+
+def raise_(exc_type: type[BaseException], *args: Any) -> None:
+    raise exc_type
+
+
+async def raise_soon(exc_type: type[BaseException], *args: Any) -> None:
+    await anyio.sleep(0)
+    raise exc_type
+
+
+def _noop(*args: Any) -> None:
+    return None
+
+
+# -- raising: Exception, BaseException, CancelledError ----------------------------------------
+
+RAISED: dict[str, type[BaseException]] = {
+    "Exception": Boom,
+    "BaseException": Fatal,
+    "CancelledError": asyncio.CancelledError,
+}
+
+# Outcomes. In every row the Timer carries on: a timer due after the fault still runs.
+REPORTED = "reported to the exception handler, the Timer carries on"
+RAISED_BY_AWAIT = "raised by `await job`, not reported"
+JOB_CANCELLED = "the job is cancelled: `await job` raises the backend's cancellation"
+SILENT = "nothing reported: the task ends cancelled, as an asyncio task does"
+
+
+@dataclass(frozen=True)
+class Raising:
+    entry: str
+    raised: str
+    expected: str
+    # Where trio differs: asyncio.CancelledError is just another BaseException there.
+    on_trio: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.entry}-{self.raised}"
+
+    def outcome(self, backend_name: str) -> str:
+        return self.on_trio if backend_name == "trio" and self.on_trio else self.expected
+
+
+RAISING = [
+    Raising("callback", "Exception", REPORTED),
+    Raising("callback", "BaseException", REPORTED),
+    Raising("callback", "CancelledError", REPORTED),  # as asyncio's Handle._run
+    Raising("plain job", "Exception", RAISED_BY_AWAIT),
+    Raising("plain job", "BaseException", RAISED_BY_AWAIT),
+    Raising("plain job", "CancelledError", RAISED_BY_AWAIT),
+    Raising("coroutine job", "Exception", RAISED_BY_AWAIT),
+    Raising("coroutine job", "BaseException", RAISED_BY_AWAIT),
+    Raising("coroutine job", "CancelledError", JOB_CANCELLED, on_trio=RAISED_BY_AWAIT),
+    Raising("plain on_expire", "Exception", REPORTED),
+    Raising("plain on_expire", "BaseException", REPORTED),
+    Raising("plain on_expire", "CancelledError", REPORTED),
+    Raising("coroutine on_expire", "Exception", REPORTED),
+    Raising("coroutine on_expire", "BaseException", REPORTED),
+    Raising("coroutine on_expire", "CancelledError", SILENT, on_trio=REPORTED),
+]
+
+
+@pytest.mark.parametrize("row", RAISING, ids=str)
+async def test_raising(backend_name: str, row: Raising) -> None:
+    exc_type = RAISED[row.raised]
+    reported: list[type[BaseException]] = []
+    outcome: BaseException | None = None
+    expired: list[str] = []
+    job = None
+    async with Timer(exception_handler=lambda c: reported.append(type(c["exception"]))) as timer:
+        after: list[str] = []
+        if row.entry == "callback":
+            timer.call_later(0.001, raise_, exc_type)
+        elif row.entry.endswith("job"):
+            job = timer.schedule(
+                0.001, raise_ if row.entry == "plain job" else raise_soon, exc_type
+            )
+            try:
+                await job
+            except BaseException as exc:
+                outcome = exc
+        else:
+
+            def plain(key: str) -> None:
+                expired.append(key)
+                if key == "raising":
+                    raise exc_type
+
+            async def coroutine(key: str) -> None:
+                await anyio.sleep(0)
+                plain(key)
+
+            on_expire = plain if row.entry == "plain on_expire" else coroutine
+            idle = IdleTimeouts(timer, 0.001, on_expire)
+            for key in ("first", "raising", "last"):
+                idle.touch(key)
+        timer.call_later(0.003, after.append, "later")
+        await timer.sleep(0.005)
+        assert after == ["later"]  # the Timer carried on
+        assert len(timer) == 0  # nothing left behind
+    gc.collect()  # a job failure nobody retrieved would be reported now
+    if row.entry.endswith("on_expire"):
+        assert sorted(expired) == ["first", "last", "raising"]  # no key lost
+    if reported == [exc_type] and outcome is None:
+        observed = REPORTED
+    elif not reported and isinstance(outcome, cancellation(backend_name)) and job.cancelled():  # type: ignore[union-attr]
+        observed = JOB_CANCELLED
+    elif not reported and type(outcome) is exc_type:
+        observed = RAISED_BY_AWAIT
+    elif not reported and outcome is None:
+        observed = SILENT
+    else:
+        observed = f"reported {reported}, outcome {outcome!r}"
+    assert observed == row.outcome(backend_name)
+
+
+# -- interrupting: KeyboardInterrupt, SystemExit ------------------------------------------------
+
+INTERRUPTS = {"KeyboardInterrupt": KeyboardInterrupt, "SystemExit": SystemExit}
+# Outcomes, by backend.
+LEAVES_ONCE = "leaves run_until_complete once; everything else runs after; aclose() is clean"
+ENDS_BLOCK = "leaves the block bare (no exception group); the Timer is closed, pending cancelled"
+
+INTERRUPTING_ENTRIES = [
+    "callback",
+    "plain job",
+    "coroutine job",
+    "plain on_expire",
+    "coroutine on_expire",
+    # A callback raises Boom; the exception_handler it goes to raises the interrupt.
+    "exception_handler",
+]
+INTERRUPTING = [
+    (entry, name, {"asyncio": LEAVES_ONCE, "uvloop": LEAVES_ONCE, "trio": ENDS_BLOCK})
+    for entry in INTERRUPTING_ENTRIES
+    for name in INTERRUPTS
+]
+
+
+def _arm_fault(timer: Timer, entry: str, exc_type: type[BaseException], ran: list[str]) -> Any:
+    """Make ``entry`` raise ``exc_type`` 2 ms from now; return the IdleTimeouts, if any."""
+    when = timer.time() + 0.002
+    if entry in ("callback", "exception_handler"):
+        timer.call_at(when, raise_, exc_type if entry == "callback" else Boom)
+    elif entry == "plain job":
+        timer.schedule_at(when, raise_, exc_type)
+    elif entry == "coroutine job":
+        timer.schedule_at(when, raise_soon, exc_type)
+    else:
+
+        def plain(key: str) -> None:
+            ran.append(key)
+            if key == "interrupting":
+                raise exc_type
+
+        async def coroutine(key: str) -> None:
+            await anyio.sleep(0)
+            plain(key)
+
+        idle = IdleTimeouts(timer, 0.002, plain if entry == "plain on_expire" else coroutine)
+        for key in ("first", "interrupting", "last"):
+            idle.touch(key)
+        return idle
+    timer.call_at(when, ran.append, "same batch")
+    return None
+
+
+def _interrupting_handler(exc_type: type[BaseException]) -> Callable[[dict[str, Any]], None]:
+    def handler(context: dict[str, Any]) -> None:
+        raise exc_type
+
+    return handler
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+@pytest.mark.parametrize(("entry", "interrupt", "expected"), INTERRUPTING)
+def test_interrupting_on_asyncio(
+    loop_name: str, entry: str, interrupt: str, expected: dict[str, str]
+) -> None:
+    assert expected[loop_name] == LEAVES_ONCE
+    exc_type = INTERRUPTS[interrupt]
+    if loop_name == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        loop = uvloop.new_event_loop()
+    else:
+        loop = VirtualTimeLoop()
+
+    async def enter() -> Timer:
+        handler = _interrupting_handler(exc_type) if entry == "exception_handler" else None
+        timer = Timer(exception_handler=handler)
+        await timer.__aenter__()
+        return timer
+
+    try:
+        timer = loop.run_until_complete(enter())
+        ran: list[str] = []
+        idle = _arm_fault(timer, entry, exc_type, ran)
+        timer.call_later(0.004, ran.append, "later")
+        with pytest.raises(exc_type):
+            loop.run_until_complete(asyncio.sleep(5))  # ends at the interrupt
+        timer.call_later(0.001, ran.append, "after recovery")
+        # Once: no second interrupt. (The bound turns a dead driver into a failure, not a hang.)
+        loop.run_until_complete(asyncio.wait_for(timer.sleep(0.01), 1))
+        expected_ran = ["after recovery", "later"]
+        expected_ran += ["same batch"] if idle is None else ["first", "interrupting", "last"]
+        assert sorted(ran) == sorted(expected_ran)  # nothing lost, nothing twice
+        assert len(timer) == 0 and (idle is None or len(idle) == 0)
+        loop.run_until_complete(timer.aclose())  # does not raise the interrupt again
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize(("entry", "interrupt", "expected"), INTERRUPTING)
+async def test_interrupting_on_trio(
+    backend_name: str, entry: str, interrupt: str, expected: dict[str, str]
+) -> None:
+    if backend_name != "trio":
+        pytest.skip("asyncio and uvloop: test_interrupting_on_asyncio drives the loop by hand")
+    assert expected[backend_name] == ENDS_BLOCK
+    exc_type = INTERRUPTS[interrupt]
+    handler = _interrupting_handler(exc_type) if entry == "exception_handler" else None
+    ran: list[str] = []
+    with pytest.raises(exc_type):
+        async with Timer(exception_handler=handler) as timer:
+            _arm_fault(timer, entry, exc_type, ran)
+            later = timer.call_later(0.004, ran.append, "later")
+            await anyio.sleep(1)
+    assert "later" not in ran and later.cancelled()
+    assert timer.closed and len(timer) == 0
+    with pytest.raises(RuntimeError, match="Timer is closed"):
+        timer.call_later(0, _noop)
+
+
+# -- re-entrant calls from inside callbacks -----------------------------------------------------
+#
+# Each row: a scenario (it records what happens in `events`) and the events that must result.
+
+Scenario = Callable[[Timer, list[str]], Awaitable[None]]
+
+
+async def _cancel_itself(timer: Timer, events: list[str]) -> None:
+    handles: list[Any] = []
+
+    def callback() -> None:
+        handles[0].cancel()
+        events.append(f"ran, cancelled={handles[0].cancelled()}")
+
+    handles.append(timer.call_later(0.001, callback))
+    await timer.sleep(0.003)
+
+
+async def _cancel_later_in_batch(timer: Timer, events: list[str]) -> None:
+    when = timer.time() + 0.001
+    victims = []
+    timer.call_at(when, lambda: [victim.cancel() for victim in victims])
+    victims.append(timer.call_at(when, events.append, "same deadline"))
+    victims.append(timer.schedule_at(when, events.append, "job"))
+    timer.call_at(when, events.append, "survivor")
+    await timer.sleep(0.003)
+    events.append(f"job cancelled={victims[1].cancelled()}")
+
+
+async def _schedule_from_callback(timer: Timer, events: list[str]) -> None:
+    async def coroutine_job() -> None:
+        events.append("coroutine job")
+
+    def callback() -> None:
+        events.append("callback")
+        timer.call_later(-1, events.append, "due at once")
+        timer.schedule(0, events.append, "plain job")
+        timer.schedule(0, coroutine_job)
+
+    when = timer.time() + 0.001
+    timer.call_at(when, callback)
+    timer.call_at(when, events.append, "same batch")
+    await timer.sleep(0.005)
+
+
+async def _touch_and_discard_from_callback(timer: Timer, events: list[str]) -> None:
+    # 20 ms of margin: on uvloop, in real time, the callbacks must run before the keys' deadline.
+    idle = IdleTimeouts(timer, 0.02, events.append)
+    idle.touch("discarded")
+    idle.touch("touched")
+    timer.call_later(0.001, idle.discard, "discarded")
+    timer.call_later(0.001, idle.touch, "new")
+    await timer.sleep(0.04)
+
+
+async def _close_idle_from_callback(timer: Timer, events: list[str]) -> None:
+    idle = IdleTimeouts(timer, 0.02, events.append)  # 20 ms of margin, for uvloop's real time
+    idle.touch("a")
+    timer.call_later(0.001, idle.close)
+    await timer.sleep(0.03)
+    events.append(f"tracked={len(idle)}")
+
+
+async def _on_expire_closes_its_idle(timer: Timer, events: list[str]) -> None:
+    def on_expire(key: str) -> None:
+        events.append(key)
+        idle.close()
+
+    idle = IdleTimeouts(timer, 0.002, on_expire)
+    for key in ("first", "second"):
+        idle.touch(key)
+    await timer.sleep(0.005)
+
+
+async def _on_expire_touches_and_discards(timer: Timer, events: list[str]) -> None:
+    def on_expire(key: str) -> None:
+        events.append(key)
+        if key == "first" and events.count("first") == 1:
+            # "second" is due too: too late to discard, it expires first (once, right here).
+            assert idle.discard("second") is False
+            idle.touch("first")  # a new period: expires once more
+
+    idle = IdleTimeouts(timer, 0.002, on_expire)
+    for key in ("first", "second"):
+        idle.touch(key)
+    await timer.sleep(0.008)
+
+
+async def _reschedule_timeout_from_callback(timer: Timer, events: list[str]) -> None:
+    async with timer.move_on_after(1) as scope:
+        timer.call_later(0.001, lambda: scope.reschedule(timer.time() + 0.001))
+        await anyio.sleep(0.5)
+    events.append(f"caught={scope.cancelled_caught}, early={timer.time() < scope.when()}")  # type: ignore[operator]
+
+
+async def _cancel_a_job_from_callback(timer: Timer, events: list[str]) -> None:
+    now = timer.time()  # one reading: in real time two could be more than a millisecond apart
+    job = timer.schedule_at(now + 0.002, events.append, "job ran")
+    timer.call_at(now + 0.001, job.cancel)
+    try:
+        await job
+    except BaseException as exc:
+        events.append(type(exc).__name__)
+
+
+# In real time (uvloop) two touches in a row may straddle a tick boundary and so not share a
+# batch: the rows that need them to are run in virtual time only.
+VIRTUAL_ONLY = {_on_expire_touches_and_discards}
+
+REENTRANT: list[tuple[str, Scenario, list[str]]] = [
+    ("a callback cancels itself", _cancel_itself, ["ran, cancelled=True"]),
+    (
+        "a callback cancels timers and a job later in its batch: they never run",
+        _cancel_later_in_batch,
+        ["survivor", "job cancelled=True"],
+    ),
+    (
+        "a callback schedules: all run, in a later pass than its batch",
+        _schedule_from_callback,
+        ["callback", "same batch", "due at once", "plain job", "coroutine job"],
+    ),
+    (
+        "a callback discards and touches idle keys",
+        _touch_and_discard_from_callback,
+        ["touched", "new"],
+    ),
+    ("a callback closes an IdleTimeouts", _close_idle_from_callback, ["tracked=0"]),
+    ("on_expire closes its IdleTimeouts", _on_expire_closes_its_idle, ["first"]),
+    (
+        "on_expire discards a key of its batch (too late: it expires, once) and touches its own",
+        _on_expire_touches_and_discards,
+        ["first", "second", "first"],
+    ),
+    (
+        "a callback moves a Timeout's deadline earlier",
+        _reschedule_timeout_from_callback,
+        ["caught=True, early=False"],
+    ),
+    ("a callback cancels a pending job", _cancel_a_job_from_callback, ["<cancellation>"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [(scenario, expected) for _, scenario, expected in REENTRANT],
+    ids=[name for name, _, _ in REENTRANT],
+)
+async def test_reentrant(backend_name: str, scenario: Scenario, expected: list[str]) -> None:
+    if scenario in VIRTUAL_ONLY and backend_name == "uvloop":
+        pytest.skip("needs virtual time: see VIRTUAL_ONLY")
+    reported: list[dict[str, Any]] = []
+    events: list[str] = []
+    async with Timer(exception_handler=reported.append) as timer:
+        await scenario(timer, events)
+        await timer.sleep(0.001)  # the Timer still works
+        assert len(timer) == 0
+    expected = [
+        cancellation(backend_name).__name__ if e == "<cancellation>" else e for e in expected
+    ]
+    assert events == expected
+    assert reported == []
+
+
+# -- limits: max_pending, from outside and inside the driver -----------------------------------
+#
+# Each row starts with a Timer(max_pending=2) holding two timers 50 ms away: at the limit, or
+# below it when the row needs room to file its own first entries. New work is refused at the call
+# that asks for it (PendingLimitError), the library's own re-filing never is, and nothing
+# already accepted is lost.
+
+REFUSED = "PendingLimitError"
+
+
+async def _call_later_outside(timer: Timer, events: list[str]) -> None:
+    try:
+        timer.call_later(0.001, events.append, "ran")
+    except PendingLimitError:
+        events.append(REFUSED)
+
+
+async def _call_later_in_callback(timer: Timer, events: list[str]) -> None:
+    done = anyio.Event()
+
+    def ran() -> None:
+        events.append("ran")
+        done.set()
+
+    def callback() -> None:
+        try:
+            timer.call_later(0.001, ran)
+            timer.call_later(0.001, ran)
+        except PendingLimitError:
+            events.append(REFUSED)
+        timer.call_later(0.001, events.append, "uncaught")  # refused: reported, stops nothing
+
+    timer.call_later(-1, callback)
+    with anyio.fail_after(1):
+        await done.wait()
+
+
+async def _schedule_and_sleep(timer: Timer, events: list[str]) -> None:
+    for attempt in (partial(timer.schedule, 0, _noop), partial(timer.sleep, 0)):
+        try:
+            result = attempt()
+            if asyncio.iscoroutine(result):
+                await result
+        except PendingLimitError:
+            events.append(REFUSED)
+
+
+async def _touch_a_new_key(timer: Timer, events: list[str]) -> None:
+    idle = IdleTimeouts(timer, 0.002, events.append)
+    try:
+        idle.touch("new")
+    except PendingLimitError:
+        events.append(REFUSED)
+    events.append(f"tracked={len(idle)}")
+
+
+async def _timeout_entered(timer: Timer, events: list[str]) -> None:
+    try:
+        async with timer.timeout(1):
+            events.append("entered")
+    except PendingLimitError:
+        events.append(REFUSED)
+
+
+async def _idle_refiles_at_the_limit(timer: Timer, events: list[str]) -> None:
+    # 30 ms of margin: on uvloop, in real time, the touches must come before the deadline.
+    idle = IdleTimeouts(timer, 0.03, events.append)
+    idle.touch("a")
+    idle.touch("b")  # one entry: at the limit
+    await anyio.sleep(0.002)
+    idle.touch("a")  # two new deadlines...
+    await anyio.sleep(0.002)
+    idle.touch("b")  # ...re-filed when the first entry fires: never refused
+    with anyio.fail_after(1):
+        while len(idle):
+            await anyio.sleep(0.001)
+
+
+async def _timeout_moved_later_at_the_limit(timer: Timer, events: list[str]) -> None:
+    def fill_up() -> None:  # runs just before the Timeout's entry fires, in its batch
+        timer.call_later(1, _noop)
+        timer.call_later(1, _noop)
+
+    timer.call_later(0.002, fill_up)
+    async with timer.move_on_after(0.002) as scope:
+        scope.reschedule(timer.time() + 0.004)
+        await anyio.sleep(0.5)
+    events.append(f"caught={scope.cancelled_caught}")
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str
+    scenario: Scenario
+    expected: list[str]
+    # Errors the exception handler gets.
+    reported: list[type[BaseException]]
+    # Free slots to start with: blockers cancelled before the scenario.
+    room: int = 0
+
+    def __str__(self) -> str:
+        return self.name
+
+
+LIMITS = [
+    Limit("call_later from outside the driver: refused", _call_later_outside, [REFUSED], []),
+    Limit(
+        "call_later from a callback: refused, and reported if not caught",
+        _call_later_in_callback,
+        [REFUSED, "ran"],
+        [PendingLimitError],
+        room=1,
+    ),
+    Limit("schedule and sleep: refused", _schedule_and_sleep, [REFUSED, REFUSED], []),
+    Limit(
+        "touch of a key needing a new entry: refused, not tracked",
+        _touch_a_new_key,
+        [REFUSED, "tracked=0"],
+        [],
+    ),
+    Limit("a Timeout: refused at entry", _timeout_entered, [REFUSED], []),
+    Limit(
+        "IdleTimeouts' re-filing in the driver: never refused, no key lost",
+        _idle_refiles_at_the_limit,
+        ["a", "b"],
+        [],
+        room=1,
+    ),
+    Limit(
+        "a Timeout whose deadline moved later: its re-filing is never refused",
+        _timeout_moved_later_at_the_limit,
+        ["caught=True"],
+        [],
+        room=2,
+    ),
+]
+
+
+@pytest.mark.parametrize("row", LIMITS, ids=str)
+async def test_limits(row: Limit) -> None:
+    reported: list[type[BaseException]] = []
+    events: list[str] = []
+    handler = lambda context: reported.append(type(context["exception"]))  # noqa: E731
+    async with Timer(max_pending=2, exception_handler=handler) as timer:
+        blockers = [timer.call_later(0.05, _noop) for _ in range(2)]
+        for blocker in blockers[: row.room]:
+            blocker.cancel()
+        await row.scenario(timer, events)
+    assert events == row.expected
+    assert reported == row.reported
+
+
+# -- closing from every place a user could --------------------------------------------------------
+#
+# Each row closes the Timer from somewhere while the block that entered it runs, with a timer
+# pending and a coroutine job running. In every row: the Timer is closed, the pending timer is
+# cancelled and never runs, the running job is cancelled, the block itself is not cancelled (it
+# runs on and leaves cleanly), and nothing is left running afterwards.
+
+Closer = Callable[[Timer, anyio.abc.TaskGroup], Awaitable[None]]
+
+
+async def _until_closed(timer: Timer) -> None:
+    with anyio.fail_after(1):
+        while not timer.closed:
+            await anyio.sleep(0.001)  # not sleep(0): virtual time would never advance
+
+
+async def _close_in_the_block(timer: Timer, group: anyio.abc.TaskGroup) -> None:
+    await timer.aclose()
+
+
+async def _close_from_a_sibling(timer: Timer, group: anyio.abc.TaskGroup) -> None:
+    group.start_soon(timer.aclose)
+    await _until_closed(timer)
+
+
+async def _close_from_a_task_a_callback_starts(timer: Timer, group: anyio.abc.TaskGroup) -> None:
+    timer.call_later(0, group.start_soon, timer.aclose)
+    await _until_closed(timer)
+
+
+async def _close_from_a_coroutine_job(timer: Timer, group: anyio.abc.TaskGroup) -> None:
+    async def close() -> str:
+        await timer.aclose()
+        return "ran on"
+
+    job = timer.schedule(0, close)
+    assert await job == "ran on"  # a job closing its own Timer is not cancelled by that
+
+
+async def _close_from_a_coroutine_on_expire(timer: Timer, group: anyio.abc.TaskGroup) -> None:
+    async def on_expire(key: str) -> None:
+        await timer.aclose()
+
+    IdleTimeouts(timer, 0.001, on_expire).touch("closer")
+    await _until_closed(timer)
+
+
+async def _close_inside_a_timeout(timer: Timer, group: anyio.abc.TaskGroup) -> None:
+    async with timer.timeout(0.002) as scope:
+        await timer.aclose()
+        await anyio.sleep(0.005)  # the deadline's entry was cancelled with the rest
+    assert not scope.expired()
+
+
+async def _close_from_two_tasks_at_once(timer: Timer, group: anyio.abc.TaskGroup) -> None:
+    group.start_soon(timer.aclose)
+    group.start_soon(timer.aclose)
+    await timer.aclose()
+
+
+CLOSING: list[tuple[str, Closer]] = [
+    ("aclose() in the block that entered the Timer", _close_in_the_block),
+    ("aclose() from a sibling task", _close_from_a_sibling),
+    ("aclose() from a task a callback starts", _close_from_a_task_a_callback_starts),
+    ("aclose() from a coroutine job of the Timer: the job runs on", _close_from_a_coroutine_job),
+    ("aclose() from a coroutine on_expire", _close_from_a_coroutine_on_expire),
+    ("aclose() inside a timeout block: the deadline never fires", _close_inside_a_timeout),
+    ("aclose() from three tasks at once", _close_from_two_tasks_at_once),
+]
+
+
+@pytest.mark.parametrize("closer", [closer for _, closer in CLOSING], ids=[n for n, _ in CLOSING])
+async def test_closing(backend_name: str, closer: Closer) -> None:
+    reported: list[dict[str, Any]] = []
+    before = running_tasks(backend_name)
+    started = anyio.Event()
+    ran: list[str] = []
+
+    async def work() -> None:
+        started.set()
+        await anyio.sleep_forever()
+
+    timer = Timer(exception_handler=reported.append)
+    async with anyio.create_task_group() as group, timer:
+        pending = timer.call_later(10, ran.append, "pending")  # far: uvloop runs in real time
+        running = timer.schedule(0, work)
+        await started.wait()
+        await closer(timer, group)
+        assert timer.closed
+        assert pending.cancelled()
+        with pytest.raises(cancellation(backend_name)):
+            await running
+        await anyio.sleep(0.02)  # the block was not cancelled; the pending timer never runs
+        with pytest.raises(RuntimeError, match="Timer is closed"):
+            timer.call_later(0, _noop)
+    assert ran == []
+    assert reported == []
+    assert running_tasks(backend_name) == before
