@@ -14,6 +14,12 @@ variant inherits another's heap. ``--workload app`` (the default):
 pass; four in five are timeouts (30-120 s) cancelled 50 passes later, so some 40 000 wait at
 any time, and one in five fire (``longest_sleep / 10`` to ``longest_sleep``).
 
+``--workload split`` times the two halves of a timer's life apart, per timer: *churn* -- ``3n``
+``loop.call_later`` of 30-120 s, 1000 per loop pass, each cancelled 50 passes later (schedule +
+cancel, the timeouts that never fire) -- then *fire* -- ``3n / 5`` timers of ``longest_sleep /
+10`` to ``longest_sleep`` that all fire (schedule + dispatch + run a no-op callback). CPU per
+timer of each phase, in µs.
+
 Variants: asyncio's default loop, the same with the wheel (``aiowheel.loop``), uvloop, and
 uvloop with the wheel. For each: CPU time of the workload (``time.process_time``), peak RSS
 growth (``ru_maxrss`` at the end minus RSS at the start, in its own process) and, with
@@ -26,6 +32,7 @@ compare ratios within one run, not absolute figures across runs. Nothing here as
     python benchmarks/bench_loop.py -n 20000 --rounds 5 --trace
     python benchmarks/bench_loop.py --quick    # a smoke run
     python benchmarks/bench_loop.py --workload timers --rounds 5
+    python benchmarks/bench_loop.py --workload split --rounds 5   # churn and fire per timer
     AIOWHEEL_NO_EXTENSIONS=1 python benchmarks/bench_loop.py   # on the pure-Python wheel
 """
 
@@ -113,6 +120,48 @@ async def timer_workload(n: int, longest_sleep: float) -> None:
         await all_fired
 
 
+async def split_workload(n: int, longest_sleep: float) -> dict[str, float]:
+    """CPU µs per timer of the churn phase (``3n`` schedule + cancel) and of the fire phase
+    (``3n / 5`` schedule + fire)."""
+    loop = asyncio.get_running_loop()
+    rng = random.Random(1)
+    churn, fired = 3 * n, 3 * n // 5
+
+    def noop() -> None:
+        pass
+
+    cpu = time.process_time()
+    batches: list[list[asyncio.TimerHandle]] = []
+    for start in range(0, churn, 1000):
+        batches.append(
+            [loop.call_later(rng.uniform(30, 120), noop) for _ in range(min(1000, churn - start))]
+        )
+        if len(batches) > 50:
+            for handle in batches.pop(0):
+                handle.cancel()
+        await asyncio.sleep(0)
+    for batch in batches:
+        for handle in batch:
+            handle.cancel()
+    churn_cpu = time.process_time() - cpu
+
+    done = loop.create_future()
+    left = fired
+
+    def fire() -> None:
+        nonlocal left
+        left -= 1
+        if not left:
+            done.set_result(None)
+
+    cpu = time.process_time()
+    for _ in range(fired):
+        loop.call_later(rng.uniform(longest_sleep / 10, longest_sleep), fire)
+    await done
+    fire_cpu = time.process_time() - cpu
+    return {"churn_us": churn_cpu / churn * 1e6, "fire_us": fire_cpu / fired * 1e6}
+
+
 def current_rss_kib() -> int:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * resource.getpagesize() // 1024
@@ -126,11 +175,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         if args.trace:
             tracemalloc.start()
         cpu = time.process_time()
+        phases: dict[str, float] = {}
         if args.workload == "timers":
             loop.run_until_complete(timer_workload(args.n, args.longest_sleep))
+        elif args.workload == "split":
+            phases = loop.run_until_complete(split_workload(args.n, args.longest_sleep))
         else:
             loop.run_until_complete(workload(args.n, args.requests, args.longest_sleep))
-        result: dict[str, Any] = {"cpu": time.process_time() - cpu}
+        result: dict[str, Any] = {"cpu": time.process_time() - cpu, **phases}
         if args.trace:
             result["traced_peak_kib"] = tracemalloc.get_traced_memory()[1] // 1024
             tracemalloc.stop()
@@ -160,8 +212,12 @@ def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
     the wheel stats as measured (once)."""
     result: dict[str, Any] = {
         figure: statistics.median(run[figure] for run in runs)
-        for figure in ("cpu", "rss_growth_kib")
+        for figure in ("cpu", "rss_growth_kib", "churn_us", "fire_us")
+        if figure in runs[0]
     }
+    for figure in ("churn_us", "fire_us"):
+        if figure in runs[0]:
+            result[f"{figure}_range"] = (min(r[figure] for r in runs), max(r[figure] for r in runs))
     result["cpu_range"] = (min(run["cpu"] for run in runs), max(run["cpu"] for run in runs))
     if "traced_peak_kib" in runs[0]:
         result["traced_peak_kib"] = runs[0]["traced_peak_kib"]
@@ -185,6 +241,11 @@ def ratio(wheel: float, plain: float) -> str:
 def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None:
     if args.workload == "timers":
         shape = f"{args.n:,} loop.call_later, 4 in 5 cancelled, 1 in 5 fired"
+    elif args.workload == "split":
+        shape = (
+            f"churn: {3 * args.n:,} loop.call_later of 30-120 s, each cancelled 50 passes later; "
+            f"fire: {3 * args.n // 5:,} that fire"
+        )
     else:
         shape = (
             f"{args.n:,} request tasks x {args.requests} requests (asyncio.timeout + "
@@ -216,6 +277,24 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
         if "traced_peak_kib" in a:
             parts.append(f"tracemalloc {ratio(b['traced_peak_kib'], a['traced_peak_kib'])}")
         print(f"{wheel} / {plain}: " + ", ".join(parts))
+    if args.workload == "split":
+        print()
+        print(f"{'CPU per timer, µs':<18}{'churn':>8}{'(min-max)':>16}{'fire':>8}{'(min-max)':>16}")
+        for variant, result in results.items():
+            churn_low, churn_high = result["churn_us_range"]
+            fire_low, fire_high = result["fire_us_range"]
+            print(
+                f"{variant:<18}{result['churn_us']:>8.3f}"
+                f"{f' ({churn_low:.3f}-{churn_high:.3f})':>16}{result['fire_us']:>8.3f}"
+                f"{f' ({fire_low:.3f}-{fire_high:.3f})':>16}"
+            )
+        for plain, wheel in PAIRS:
+            if plain in results and wheel in results:
+                a, b = results[plain], results[wheel]
+                print(
+                    f"{wheel} / {plain}: churn {ratio(b['churn_us'], a['churn_us'])}, "
+                    f"fire {ratio(b['fire_us'], a['fire_us'])}"
+                )
     for variant, result in results.items():
         if "stats" in result:
             stats = result["stats"]
@@ -228,7 +307,7 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", choices=["app", "timers"], default="app")
+    parser.add_argument("--workload", choices=["app", "timers", "split"], default="app")
     parser.add_argument("-n", type=int, default=100_000, help="tasks of each kind (100 000)")
     parser.add_argument("--requests", type=int, default=2, help="requests per request task (2)")
     parser.add_argument(

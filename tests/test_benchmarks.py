@@ -1,5 +1,5 @@
-"""The benchmarks run: ``benchmarks/suite.py --quick`` and ``benchmarks/bench_servers.py --quick``
-print their tables and write their files.
+"""The benchmarks run: ``benchmarks/suite.py --quick``, ``benchmarks/bench_servers.py --quick``
+and ``benchmarks/bench_loop.py --quick`` print their tables and write their files.
 
 One smoke run of each in a subprocess, as a user would start it, writing to a temporary
 directory. These tests check that every scenario ran and reported, never how fast anything was:
@@ -172,3 +172,19 @@ def test_servers_bad_arguments_are_refused() -> None:
         )
         assert done.returncode == 2, arguments
         assert message in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("workload", ["app", "timers", "split"])
+def test_loop_benchmark_runs_every_variant(workload: str) -> None:
+    command = [sys.executable, str(BENCHMARKS / "bench_loop.py"), "--quick"]
+    command += ["--workload", workload]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    for variant in ("asyncio", "asyncio+wheel", "uvloop", "uvloop+wheel"):
+        assert any(line.startswith(f"{variant} ") for line in lines), done.stdout
+    assert "asyncio+wheel / asyncio: CPU " in done.stdout  # the ratios, side by side
+    if workload == "split":
+        assert "asyncio+wheel / asyncio: churn " in done.stdout
+        assert "uvloop+wheel / uvloop: churn " in done.stdout
+        assert "CPU per timer, µs" in done.stdout
