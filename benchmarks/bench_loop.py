@@ -48,6 +48,8 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from collections import deque
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from aiowheel._impl import COMPILED
@@ -88,34 +90,55 @@ async def workload(n: int, requests: int, longest_sleep: float) -> None:
             group.create_task(asyncio.sleep(rng.uniform(longest_sleep / 10, longest_sleep)))
 
 
+#: A timeout of the timers workloads is cancelled this many loop passes after it was made.
+CANCEL_AFTER_PASSES = 50
+
+
+def countdown(count: int) -> tuple[asyncio.Future[None], Callable[[], None]]:
+    """A future and a callback: the future is done once the callback has run ``count`` times."""
+    done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    left = count
+
+    def fire() -> None:
+        nonlocal left
+        left -= 1
+        if not left:
+            done.set_result(None)
+
+    return done, fire
+
+
+async def cancel_later(batches: Iterable[list[asyncio.TimerHandle]]) -> None:
+    """One loop pass per batch of timeouts; each batch is cancelled ``CANCEL_AFTER_PASSES``
+    passes after it was made, the last ones at the end."""
+    pending: deque[list[asyncio.TimerHandle]] = deque()
+    for batch in batches:
+        pending.append(batch)
+        if len(pending) > CANCEL_AFTER_PASSES:
+            for handle in pending.popleft():
+                handle.cancel()
+        await asyncio.sleep(0)
+    for batch in pending:
+        for handle in batch:
+            handle.cancel()
+
+
 async def timer_workload(n: int, longest_sleep: float) -> None:
     loop = asyncio.get_running_loop()
     rng = random.Random(1)
-    all_fired = loop.create_future()
     to_fire = len(range(0, n, 5))
+    all_fired, fire = countdown(to_fire)
 
-    def fire() -> None:
-        nonlocal to_fire
-        to_fire -= 1
-        if not to_fire:
-            all_fired.set_result(None)
-
-    batches: list[list[asyncio.TimerHandle]] = []
-    for start in range(0, n, 1000):
+    def batch_at(start: int) -> list[asyncio.TimerHandle]:
         batch = []
         for i in range(start, min(start + 1000, n)):
             if i % 5:
                 batch.append(loop.call_later(rng.uniform(30, 120), fire))
             else:
                 loop.call_later(rng.uniform(longest_sleep / 10, longest_sleep), fire)
-        batches.append(batch)
-        if len(batches) > 50:
-            for handle in batches.pop(0):
-                handle.cancel()
-        await asyncio.sleep(0)
-    for batch in batches:
-        for handle in batch:
-            handle.cancel()
+        return batch
+
+    await cancel_later(batch_at(start) for start in range(0, n, 1000))
     if to_fire:
         await all_fired
 
@@ -131,29 +154,13 @@ async def split_workload(n: int, longest_sleep: float) -> dict[str, float]:
         pass
 
     cpu = time.process_time()
-    batches: list[list[asyncio.TimerHandle]] = []
-    for start in range(0, churn, 1000):
-        batches.append(
-            [loop.call_later(rng.uniform(30, 120), noop) for _ in range(min(1000, churn - start))]
-        )
-        if len(batches) > 50:
-            for handle in batches.pop(0):
-                handle.cancel()
-        await asyncio.sleep(0)
-    for batch in batches:
-        for handle in batch:
-            handle.cancel()
+    await cancel_later(
+        [loop.call_later(rng.uniform(30, 120), noop) for _ in range(min(1000, churn - start))]
+        for start in range(0, churn, 1000)
+    )
     churn_cpu = time.process_time() - cpu
 
-    done = loop.create_future()
-    left = fired
-
-    def fire() -> None:
-        nonlocal left
-        left -= 1
-        if not left:
-            done.set_result(None)
-
+    done, fire = countdown(fired)
     cpu = time.process_time()
     for _ in range(fired):
         loop.call_later(rng.uniform(longest_sleep / 10, longest_sleep), fire)
