@@ -204,6 +204,34 @@ def test_bad_options_are_refused_by_name(
         new_event_loop(**options)
 
 
+def test_a_loop_factory_makes_loops_and_says_so_when_used_as_one() -> None:
+    factory = loop_factory(tick=0.002)
+    assert factory == loop_factory(tick=0.002) and hash(factory) == hash(loop_factory(tick=0.002))
+    assert factory != loop_factory(tick=0.004)
+    assert repr(factory) == (
+        "aiowheel.loop.loop_factory(uvloop=False, tick=0.002, wheel_size=64, min_delay=None)"
+    )
+    loop = factory()
+    try:
+        assert isinstance(loop, WheelLoop) and loop.wheel.tick == 0.002
+    finally:
+        loop.close()
+    # What uvicorn does with `--loop aiowheel.loop:loop_factory`: it calls the name with no
+    # argument and uses the result as a loop. The error says what to name instead.
+    not_a_loop: Any = loop_factory()
+    with pytest.raises(
+        AttributeError,
+        match=r"is a loop factory, not an event loop .*"
+        r"no 'run_until_complete'.*aiowheel.loop:new_event_loop",
+    ):
+        _ = not_a_loop.run_until_complete
+    never_run = asyncio.sleep(0)
+    with pytest.raises(AttributeError, match="is a loop factory"):
+        asyncio.Runner(loop_factory=loop_factory).run(never_run)
+    never_run.close()
+    assert not hasattr(factory, "__wrapped__")  # dunder probes get the plain error
+
+
 # -- the timer contract ----------------------------------------------------------------------
 
 

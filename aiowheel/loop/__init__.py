@@ -113,6 +113,7 @@ from aiowheel.loop._wheelloop import (
 
 __all__ = [
     "FAR_DELAY",
+    "LoopFactory",
     "LoopTimerHandle",
     "WheelEventLoop",
     "WheelLoop",
@@ -207,26 +208,69 @@ def new_uvloop_event_loop() -> WheelLoop:
         ) from exc
 
 
+class LoopFactory:
+    """A zero-argument loop factory with the options of :func:`new_event_loop` bound: what
+    :func:`loop_factory` returns. Calling it makes a new :class:`WheelLoop`.
+
+    It is not itself an event loop. Where a loop factory is *named* rather than built -- uvicorn's
+    ``--loop aiowheel.loop:new_event_loop``, for instance, which calls the name with no argument
+    and expects a loop back -- name :func:`new_event_loop` or :func:`new_uvloop_event_loop`. A
+    ``LoopFactory`` used where a loop was expected raises an AttributeError that says so, rather
+    than one about a missing ``run_until_complete``.
+    """
+
+    __slots__ = ("_options",)
+
+    def __init__(self, **options: Any) -> None:
+        self._options = options
+
+    def __call__(self) -> WheelLoop:
+        return new_event_loop(**self._options)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):  # protocols probed by copy, pickle, inspect...: the usual error
+            raise AttributeError(name)
+        raise AttributeError(
+            f"{self!r} is a loop factory, not an event loop (it has no {name!r}): call it to make "
+            "a loop. Where a zero-argument factory is named, as in uvicorn's --loop, name "
+            "aiowheel.loop:new_event_loop or aiowheel.loop:new_uvloop_event_loop instead of "
+            "loop_factory, or a LoopFactory made at module level: "
+            "my_app:loop_factory = aiowheel.loop.loop_factory(tick=0.005)"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LoopFactory):
+            return NotImplemented
+        return self._options == other._options
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._options.items())))
+
+    def __repr__(self) -> str:
+        options = ", ".join(f"{name}={value!r}" for name, value in self._options.items())
+        return f"aiowheel.loop.loop_factory({options})"
+
+
 def loop_factory(
     *,
     uvloop: bool = False,
     tick: SupportsFloat = 0.001,
     wheel_size: SupportsIndex = 64,
     min_delay: SupportsFloat | None = None,
-) -> Callable[[], WheelLoop]:
+) -> LoopFactory:
     """A zero-argument loop factory for ``asyncio.Runner(loop_factory=...)`` and anyio's
     ``anyio.run(..., backend_options={"loop_factory": ...})``.
 
     The options are those of :func:`new_event_loop`, and are checked now rather than when the
-    first loop is made.
+    first loop is made. The factory is a :class:`LoopFactory`, not a loop: to name a loop factory
+    in a string (uvicorn's ``--loop module:attribute``), name :func:`new_event_loop`,
+    :func:`new_uvloop_event_loop`, or a ``LoopFactory`` made at module level.
     """
     wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)  # checks them
     resolve_min_delay(min_delay, wheel.tick)
     if uvloop:
         _uvloop_class()
-    return functools.partial(
-        new_event_loop, uvloop=uvloop, tick=tick, wheel_size=wheel_size, min_delay=min_delay
-    )
+    return LoopFactory(uvloop=uvloop, tick=tick, wheel_size=wheel_size, min_delay=min_delay)
 
 
 def run(
