@@ -130,7 +130,7 @@ cdef Py_ssize_t _find_field(Entry probe, object marker) except -1:
     """The byte offset of the one field of ``probe`` that holds ``marker``."""
     cdef char *base = <char *><PyObject *>probe
     cdef Py_ssize_t offset
-    cdef Py_ssize_t size = (<PyTypeObject *>Entry).tp_basicsize
+    cdef Py_ssize_t size = Py_TYPE(probe).tp_basicsize
     for offset in range(sizeof(PyObject), size - <Py_ssize_t>sizeof(PyObject *) + 1,
                         sizeof(PyObject *)):
         if (<PyObject **>(base + offset))[0] == <PyObject *>marker:

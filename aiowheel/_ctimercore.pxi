@@ -3,16 +3,24 @@
 # methods directly. aiowheel/_timercore.py is the specification: same API, behaviour and error
 # messages (from aiowheel._checks); the whole test suite runs on both (see aiowheel._impl).
 #
-# Two representation changes make a pending timer cheaper, neither of them observable:
+# Three representation changes make a pending timer cheaper, none of them observable:
 #
-# * Handles made by call_at/call_later are not tracked by the cyclic garbage collector. A million
-#   pending timers are then a million objects fewer for every full collection to walk (measured:
-#   about half of the CPU a timer cost). It is safe because a handle holds references only while
-#   it is pending -- reachable from its Timer's wheel -- and releases its callback, arguments,
-#   context and Timer the moment it runs, is cancelled or its Timer closes; a handle out of the
-#   wheel references nothing, so it can close no cycle the collector would need to find. The one
-#   cost: a Timer dropped while running, never closed (its task neither finished nor cancelled),
-#   keeps the objects its pending callbacks reference alive until the interpreter exits.
+# * Handles made by call_at/call_later are not tracked by the cyclic garbage collector, and their
+#   type has no GC support at all (Py_TPFLAGS_HAVE_GC is cleared at import, see _drop_gc): no GC
+#   header, 16 bytes less per timer. A million pending timers are then a million objects fewer
+#   for every full collection to walk (measured: about half of the CPU a timer cost). It is safe
+#   because a handle holds references only while it is pending -- reachable from its Timer's
+#   wheel -- and releases its callback, arguments, context and Timer the moment it runs, is
+#   cancelled or its Timer closes; a handle out of the wheel references nothing, so it can close
+#   no cycle the collector would need to find. A callback that references its own handle (a
+#   closure, a bound method of an object holding it) makes a cycle only while the handle is
+#   pending, and the wheel holds it then anyway. The one cost: a Timer dropped while running,
+#   never closed (its task neither finished nor cancelled), keeps the objects its pending
+#   callbacks reference alive until the interpreter exits. Python subclasses (the Timer's Job)
+#   are heap types, which CPython always gives GC support: they are tracked and collected as
+#   before, through this type's traverse function.
+# * A callback with exactly one argument keeps that argument, not the tuple of it (``_one_arg``):
+#   one tuple less per timer (48 bytes); ``_args`` still reads as the tuple.
 # * Handles scheduled from the same context share one context snapshot instead of one copy each.
 #   The pure handle copies the current context when it is scheduled and runs its callback in that
 #   copy, so a callback's ContextVar.set() is seen by nobody else. Here the snapshot is a copy
@@ -21,6 +29,7 @@
 #   copy of it: the same values, the same isolation, one Context object per change instead of
 #   one per timer.
 
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.contextvars cimport (
     PyContext_CheckExact,
     PyContext_Copy,
@@ -48,12 +57,51 @@ cdef extern from *:
     static PyObject *aw_method_function(PyObject *obj) {
         return Py_IS_TYPE(obj, &PyMethod_Type) ? PyMethod_GET_FUNCTION(obj) : NULL;
     }
+
+    /* A type without GC support whose instances hold object fields at known offsets; see
+       _drop_gc. aw_gc_dealloc is the type's own (Cython's) deallocator, for its GC subclasses. */
+    #define AW_MAX_FIELDS 8
+    static destructor aw_gc_dealloc = NULL;
+    static Py_ssize_t aw_field_offsets[AW_MAX_FIELDS];
+    static int aw_field_count = 0;
+
+    static void aw_untracked_dealloc(PyObject *o) {
+        PyTypeObject *type = Py_TYPE(o);
+        int i;
+        if (PyType_IS_GC(type)) {  /* a Python subclass: allocated with a GC header */
+            aw_gc_dealloc(o);
+            return;
+        }
+        for (i = 0; i < aw_field_count; i++) {
+            Py_CLEAR(*(PyObject **)((char *)o + aw_field_offsets[i]));
+        }
+        type->tp_free(o);
+        if (type->tp_flags & Py_TPFLAGS_HEAPTYPE) Py_DECREF(type);
+    }
+
+    /* Clear Py_TPFLAGS_HAVE_GC of `type`, before any instance exists: instances are then
+       allocated without a GC header and freed by aw_untracked_dealloc. */
+    static int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) {
+        int i;
+        if (count > AW_MAX_FIELDS) {
+            PyErr_SetString(PyExc_SystemError, "aiowheel._cwheel: too many handle fields");
+            return -1;
+        }
+        for (i = 0; i < count; i++) aw_field_offsets[i] = offsets[i];
+        aw_field_count = count;
+        aw_gc_dealloc = type->tp_dealloc;
+        type->tp_dealloc = aw_untracked_dealloc;
+        type->tp_free = PyObject_Free;
+        type->tp_flags &= ~Py_TPFLAGS_HAVE_GC;
+        PyType_Modified(type);
+        return 0;
+    }
     """
     void *aw_context_vars(object ctx)
     const char *aw_type_name(void *obj)
     int aw_function_flags(PyObject *obj)
     PyObject *aw_method_function(object obj)
-    void PyObject_GC_UnTrack(void *op)
+    int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) except -1
     int CO_COROUTINE
     int CO_ITERABLE_COROUTINE
 
@@ -122,21 +170,31 @@ cdef class TimerHandle(Entry):
     callback, its arguments and its context are released.
     """
 
-    cdef public object _args
+    # The callback's arguments: their tuple, or the one argument itself if _one_arg (see the top
+    # of this file); () once released. Read as a tuple through _args.
+    cdef object _arguments
     cdef public object _context
     # The Timer while the handle is pending; None once it ran, was cancelled or the Timer closed.
     cdef public TimerCore _timer
     cdef public bint _cancelled
-    # True if _context is a shared snapshot: the callback then runs in a copy of it.
-    cdef bint _copy_context
+    # Flags as bytes: with _cancelled they fill one word. True if _context is a shared snapshot
+    # (the callback then runs in a copy of it); true if _arguments is the one argument itself.
+    cdef unsigned char _copy_context
+    cdef unsigned char _one_arg
 
     def __init__(self, when, callback, args, timer, context):
         _init_entry(self, when, callback)
-        self._args = args
+        self._arguments = args
         self._context = PyContext_CopyCurrent() if context is None else context
         self._timer = timer
         self._cancelled = False
         self._copy_context = False
+        self._one_arg = False
+
+    @property
+    def _args(self):
+        """The callback's arguments, a tuple; () once the handle ran or was cancelled."""
+        return (self._arguments,) if self._one_arg else self._arguments
 
     def when(self):
         """The time (in the loop's clock) the callback is scheduled for."""
@@ -164,8 +222,28 @@ cdef class TimerHandle(Entry):
         )
 
 
+cdef int _drop_gc() except -1:
+    """Take GC support away from TimerHandle (see the top of this file), telling the
+    deallocator which fields hold references; found as _init_members finds Entry's."""
+    cdef TimerHandle probe = TimerHandle.__new__(TimerHandle)
+    cdef Py_ssize_t offsets[6]
+    markers = (object(), object(), TimerCore.__new__(TimerCore))
+    probe._arguments, probe._context, probe._timer = markers
+    offsets[0], offsets[1], offsets[2] = _OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET
+    offsets[3] = _find_field(probe, markers[0])
+    offsets[4] = _find_field(probe, markers[1])
+    offsets[5] = _find_field(probe, markers[2])
+    del probe  # freed by Cython's deallocator while the type still has GC support
+    aw_drop_gc(<PyTypeObject *>TimerHandle, offsets, 6)
+    return 0
+
+
+_drop_gc()
+
+
 cdef inline void _release_handle(TimerHandle handle) noexcept:
-    handle._args = ()
+    handle._arguments = ()
+    handle._one_arg = False
     handle._context = None
     handle._timer = None
     _set(handle, _OFF_PAYLOAD, None)  # may run the callback's finaliser: last
@@ -265,16 +343,19 @@ cdef class TimerCore:
         cdef TimerHandle handle
         if limited:
             self._check_limit()
-        handle = TimerHandle.__new__(TimerHandle)
+        handle = TimerHandle.__new__(TimerHandle)  # untracked: see the top of this file
         _init_entry(handle, when, callback)
-        handle._args = args
+        if PyTuple_GET_SIZE(args) == 1:
+            handle._arguments = <object>PyTuple_GET_ITEM(args, 0)
+            handle._one_arg = True
+        else:
+            handle._arguments = args
         if context is None:
             handle._context = self._current_snapshot()
             handle._copy_context = True
         else:
             handle._context = context
         handle._timer = self
-        PyObject_GC_UnTrack(<void *>handle)  # see the top of this file
         self._file(handle)
         return handle
 
@@ -357,6 +438,7 @@ cdef class TimerCore:
         cdef Py_ssize_t n, index = 0, skipped = 0, i
         cdef TimerHandle handle
         cdef object callback, args, context
+        cdef bint one_arg
         now = self._time()
         due = self._wheel.advance_entries(now)
         n = PyList_GET_SIZE(due)
@@ -376,17 +458,18 @@ cdef class TimerCore:
                     skipped += 1
                     continue
                 callback = _get(handle, _OFF_PAYLOAD, "payload")
-                args = handle._args
+                args = handle._arguments
+                one_arg = handle._one_arg
                 context = handle._context
                 if handle._copy_context:
                     context = PyContext_Copy(context)
                 _release_handle(handle)
                 try:
-                    _run_in(context, callback, args)
+                    _run_in(context, callback, args, one_arg)
                 except (SystemExit, KeyboardInterrupt):
                     raise
                 except BaseException as exc:  # as asyncio's Handle._run
-                    self._report(callback, args, exc, handle)
+                    self._report(callback, (args,) if one_arg else args, exc, handle)
         except BaseException:
             # SystemExit or KeyboardInterrupt from a callback: the rest of the batch stays
             # scheduled (due at once) instead of being lost.
@@ -400,14 +483,23 @@ cdef class TimerCore:
             self._snapshot = None
 
 
-cdef inline int _run_in(object context, object callback, object args) except -1:
-    """``context.run(callback, *args)``, without the method call when context is a Context."""
+cdef inline int _run_in(
+    object context, object callback, object args, bint one_arg=False
+) except -1:
+    """``context.run(callback, *args)`` (``args`` is the one argument itself if ``one_arg``),
+    without the method call when context is a Context."""
     if not PyContext_CheckExact(context):
-        context.run(callback, *args)
+        if one_arg:
+            context.run(callback, args)
+        else:
+            context.run(callback, *args)
         return 0
     PyContext_Enter(context)
     try:
-        callback(*args)
+        if one_arg:
+            callback(args)
+        else:
+            callback(*args)
     finally:
         PyContext_Exit(context)
     return 0

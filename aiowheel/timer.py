@@ -9,7 +9,10 @@ lives in :mod:`aiowheel._backends`, one small adapter per loop.
 
 How the driver works: it sleeps until the wheel's earliest non-empty bucket expires, advances the
 wheel to the loop's current time, runs what is due in (deadline, scheduling order), and sleeps
-again. Adding a timer re-arms the driver's wake-up only when the timer is earlier than the time
+again. On asyncio and uvloop each such pass runs from the callback of the loop timer armed for
+it, in the loop iteration it fires in (callbacks run outside any task, as ``loop.call_at``'s
+do), while the driver coroutine sleeps until the Timer closes; on trio the coroutine runs them.
+Adding a timer re-arms the driver's wake-up only when the timer is earlier than the time
 already armed, so re-arming costs one loop timer, not one per timer, and nothing ticks
 periodically: with every timer an hour away the driver does not wake at all. The loop may wake
 the driver early (asyncio by up to its clock resolution, uvloop by up to about a millisecond);
@@ -296,7 +299,7 @@ class Timer(TimerCore):
         self._wheel = HierarchicalWheel(self.tick, self.wheel_size, start=backend.time())
         self._running = True
         self._entered = True
-        await backend.start(self._drive)
+        await backend.start(self._drive, self._pass)
         return self
 
     async def __aexit__(
@@ -419,24 +422,29 @@ class Timer(TimerCore):
     # -- the driver ---------------------------------------------------------------------------
 
     async def _drive(self) -> None:
+        # The one sleeping coroutine: on trio it runs every pass; on asyncio the passes run from
+        # the loop timer the backend arms, and this only sleeps until the Timer closes.
         backend = self._backend
-        wheel = self._wheel
         while True:
             await backend.wait()
-            self._wakeups += 1
-            self._armed_at = -math.inf
-            try:
-                self._run_due()
-            except (SystemExit, KeyboardInterrupt) as exc:
-                # From a callback; the rest of its batch is back in the wheel, due at once. It
-                # leaves the event loop as a loop callback's would, and the driver lives on,
-                # re-armed as the interrupt leaves: a driver that died here would leave the
-                # Timer accepting timers it never runs.
-                backend.interrupt(exc, self._rearm_after_interrupt)
-            else:
-                next_deadline = wheel.next_deadline()
-                self._armed_at = math.inf if next_deadline is None else next_deadline
-                backend.arm(next_deadline)
+            self._pass()
+
+    def _pass(self) -> None:
+        """One wake of the driver: advance the wheel, run what is due, re-arm."""
+        self._wakeups += 1
+        self._armed_at = -math.inf
+        try:
+            self._run_due()
+        except (SystemExit, KeyboardInterrupt) as exc:
+            # From a callback; the rest of its batch is back in the wheel, due at once. It
+            # leaves the event loop as a loop callback's would, and the driver lives on,
+            # re-armed as the interrupt leaves: a driver that died here would leave the
+            # Timer accepting timers it never runs.
+            self._backend.interrupt(exc, self._rearm_after_interrupt)
+        else:
+            next_deadline = self._wheel.next_deadline()
+            self._armed_at = math.inf if next_deadline is None else next_deadline
+            self._backend.arm(next_deadline)
 
     def _rearm_after_interrupt(self) -> None:
         # Until now _armed_at stayed -inf ("dispatching"), so nothing scheduled meanwhile armed

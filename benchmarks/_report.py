@@ -47,16 +47,20 @@ class Results:
     def case(
         self, scenario: str, case_kind: str, variants: tuple[str, ...] = ()
     ) -> CaseResult | None:
-        """The case of kind ``case_kind`` ("size", "burst", "huge"); "largest" picks the largest
-        of the run's sizes at which every one of ``variants`` has figures."""
+        """The case of kind ``case_kind`` ("size", "burst", "huge"); "largest" ("smallest")
+        picks the largest (smallest) of the run's sizes at which every one of ``variants`` has
+        figures."""
         cases = self.scenarios.get(scenario, [])
-        if case_kind == "largest":
+        if case_kind in ("largest", "smallest"):
             sizes = [
                 case
                 for case in cases
                 if case.kind == "size" and all(variant in case.rows for variant in variants)
             ]
-            return max(sizes, key=lambda case: case.n) if sizes else None
+            if not sizes:
+                return None
+            pick = max if case_kind == "largest" else min
+            return pick(sizes, key=lambda case: case.n)
         return next((case for case in cases if case.kind == case_kind), None)
 
 
@@ -187,6 +191,23 @@ MEMORY_ASYNCIO = _cmp(
     "asyncio TimerHandle",
     "aiowheel TimerHandle",
 )
+# The fewest timers: a few per bucket, where each wake of the driver counts most.
+FEW_ASYNCIO = _cmp(
+    "lifecycle",
+    "CPU per timer",
+    "cpu",
+    "asyncio loop.call_at",
+    "asyncio + Timer.call_at",
+    case="smallest",
+)
+FEW_UVLOOP = _cmp(
+    "lifecycle",
+    "CPU per timer",
+    "cpu",
+    "uvloop loop.call_at",
+    "uvloop + Timer.call_at",
+    case="smallest",
+)
 LATENESS_ASYNCIO = _cmp(
     "lateness",
     "p99 lateness, burst",
@@ -308,6 +329,11 @@ TARGETS: tuple[Target, ...] = (
     Target("p99 lateness in the burst vs asyncio", "1/5", "1/20", LATENESS_ASYNCIO),
     Target("compiled `Timer.call_at` (schedule) vs the floor", "—", "3x", FLOOR_TIMER),
     Target("compiled `wheel.add` vs the floor", "—", "3x", FLOOR_WHEEL),
+    # The engine issue's: bytes per pending handle, and the driver's wakes with few timers per
+    # bucket (10k timers over two seconds in the default sizes).
+    Target("engine: memory per pending handle vs asyncio TimerHandle", "—", "2/5", MEMORY_ASYNCIO),
+    Target("engine: lifecycle CPU, fewest timers, vs asyncio `call_at`", "—", "3/5", FEW_ASYNCIO),
+    Target("engine: lifecycle CPU, fewest timers, vs uvloop `call_at`", "—", "3/5", FEW_UVLOOP),
 )
 
 

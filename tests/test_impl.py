@@ -490,9 +490,44 @@ def test_deleted_entry_fields_raise_like_slots() -> None:
 
 
 @pytest.mark.impl("compiled")
+def test_a_pending_compiled_handle_costs_at_most_its_budget_of_heap() -> None:
+    """A bound in bytes, not a speed: tracemalloc counts exactly what the Python heap holds.
+    A pending ``call_at(when, callback, key)`` costs the handle (96 bytes: no GC header, the
+    key kept without a tuple), its float deadline (24) and its slot in a bucket list (8 plus
+    the list's over-allocation). A GC header back would add 16, a tuple per timer 48."""
+    import tracemalloc
+
+    assert compiled is not None
+    assert not compiled.TimerHandle.__flags__ & (1 << 14)  # Py_TPFLAGS_HAVE_GC
+    n = 20_000
+    keys = list(range(n))
+    handles: list[Any] = [None] * n
+
+    async def main() -> float:
+        async with aiowheel.Timer() as timer:
+            far = timer.time() + 3600.0
+            timer.call_at(far, int).cancel()  # the wheel's levels, created once
+            gc.collect()
+            tracemalloc.start()
+            try:
+                base = tracemalloc.get_traced_memory()[0]
+                for key in keys:
+                    handles[key] = timer.call_at(far + key * 0.01, int, key)
+                per_timer = (tracemalloc.get_traced_memory()[0] - base) / n
+            finally:
+                tracemalloc.stop()
+            assert not gc.is_tracked(handles[0])
+            return per_timer
+
+    per_timer = asyncio.run(main())
+    assert 96 + 24 + 8 <= per_timer <= 136, per_timer
+
+
+@pytest.mark.impl("compiled")
 def test_compiled_handles_are_untracked_share_snapshots_and_reference_nothing_once_done() -> None:
-    """What makes untracked handles safe (see aiowheel/_ctimercore.pxi): a handle out of the
-    wheel references nothing the garbage collector tracks. Jobs stay tracked."""
+    """What makes handles without GC support safe (see aiowheel/_ctimercore.pxi): a handle out
+    of the wheel references nothing. Jobs (a Python subclass) stay tracked, and the collector
+    sees the fields they inherit: a cycle through a job's callback is found."""
 
     async def main() -> None:
         async with aiowheel.Timer() as timer:
@@ -503,10 +538,12 @@ def test_compiled_handles_are_untracked_share_snapshots_and_reference_nothing_on
             assert cancelled._context is closed._context
             assert not any(gc.is_tracked(handle) for handle in (ran, cancelled, closed))
             assert gc.is_tracked(job)
+            referents = gc.get_referents(job)
+            assert any(referent is job.payload for referent in referents)  # its bound _start
+            assert any(referent is timer for referent in referents)
             cancelled.cancel()
             await timer.sleep(0)
         for handle in (ran, cancelled, closed):
-            assert not any(gc.is_tracked(referent) for referent in gc.get_referents(handle))
             assert (handle.payload, handle._args, handle._context, handle._timer) == (
                 None,
                 (),

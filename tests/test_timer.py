@@ -718,6 +718,102 @@ async def test_a_callback_and_its_arguments_are_released_once_it_ran() -> None:
         gc.enable()
 
 
+@pytest.mark.parametrize("outcome", ["ran", "cancelled"])
+async def test_a_handle_its_own_callback_references_is_freed_by_reference_counting(
+    outcome: str,
+) -> None:
+    """handle -> callback -> handle is a cycle while the timer is pending (the wheel holds the
+    handle then anyway); once it ran or was cancelled the handle lets go of its callback, so
+    reference counting alone frees all three -- with no help from the garbage collector, which
+    does not see the compiled core's handles at all."""
+
+    class Owner:
+        def __init__(self, timer: Timer, argument: Target) -> None:
+            self.handle = timer.call_later(0.001, self.fire, argument)
+
+        def fire(self, argument: Target) -> None:
+            assert isinstance(argument, Target)
+
+    gc.disable()
+    try:
+        async with Timer() as timer:
+            owner = Owner(timer, Target())
+            refs = [weakref.ref(owner), weakref.ref(owner.handle._args[0])]
+            handle = owner.handle
+            del owner
+            assert all(ref() is not None for ref in refs)
+            if outcome == "cancelled":
+                handle.cancel()
+            else:
+                await timer.sleep(0.002)
+            assert [ref() for ref in refs] == [None, None]
+            assert (handle.payload, handle._args) == (None, ())
+            assert handle.cancelled() == (outcome == "cancelled")
+    finally:
+        gc.enable()
+
+
+async def test_arguments_reach_the_callback_as_given() -> None:
+    """However the handle stores them (the compiled one keeps a lone argument without its tuple),
+    the callback gets exactly the arguments given, and ``_args`` and the error report show their
+    tuple."""
+    calls: list[tuple[Any, ...]] = []
+
+    def record(*args: Any) -> None:
+        calls.append(args)
+
+    given: list[tuple[Any, ...]] = [(), (None,), ((1, 2),), ((),), ([3],), (4, 5), (6, 7, 8)]
+    async with Timer() as timer:
+        handles = [timer.call_later(0.001, record, *args) for args in given]
+        assert [handle._args for handle in handles] == given
+        await timer.sleep(0.002)
+    assert calls == given
+
+
+async def test_the_error_report_of_a_one_argument_callback_shows_its_tuple(
+    backend_name: str,
+) -> None:
+    if backend_name == "trio":
+        pytest.skip("asyncio's exception handler")
+    loop = asyncio.get_running_loop()
+    contexts: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: contexts.append(context))
+
+    def boom(argument: object) -> None:
+        raise ValueError(argument)
+
+    try:
+        async with Timer() as timer:
+            timer.call_later(0.001, boom, (1, 2))
+            await timer.sleep(0.002)
+    finally:
+        loop.set_exception_handler(None)
+    [context] = contexts
+    assert context["message"].endswith("boom((1, 2),)")
+    assert context["exception"].args == ((1, 2),)
+
+
+async def test_callbacks_run_outside_any_task_on_asyncio(backend_name: str) -> None:
+    """On asyncio and uvloop a wake of the driver is the loop timer's own callback (no task step
+    per wake): Timer callbacks run as ``loop.call_at`` callbacks do, outside any task; a
+    coroutine job still runs in a task of its own."""
+    if backend_name == "trio":
+        pytest.skip("trio has no loop callbacks: its driver task runs the passes")
+    tasks: list[asyncio.Task[Any] | None] = []
+
+    async def job() -> None:
+        tasks.append(asyncio.current_task())
+
+    async with Timer() as timer:
+        timer.call_later(0.001, lambda: tasks.append(asyncio.current_task()))
+        await timer.schedule(0.001, job)
+        await timer.sleep(0.002)
+        stats = timer.stats()
+    assert tasks[0] is None
+    assert isinstance(tasks[1], asyncio.Task)
+    assert stats.driver_wakeups >= 1
+
+
 # -- schedule: jobs ----------------------------------------------------------------------------
 
 

@@ -61,8 +61,16 @@ class Backend(Protocol):
         """The loop's clock, in seconds (``loop.time()`` / ``trio.current_time()``)."""
         ...
 
-    async def start(self, driver: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        """Start the driver coroutine (and whatever owns the jobs)."""
+    async def start(
+        self, driver: Callable[[], Coroutine[Any, Any, None]], wake: Callable[[], None]
+    ) -> None:
+        """Start the driver coroutine (and whatever owns the jobs).
+
+        ``wake`` is the Timer's pass (advance the wheel, run what is due, re-arm). A backend
+        with loop callbacks (asyncio) runs it from the callback of the armed time and the
+        driver only sleeps, until ``stop``; one without (trio) lets ``wait`` return and the
+        driver runs it.
+        """
         ...
 
     async def stop(self) -> None:
@@ -74,15 +82,17 @@ class Backend(Protocol):
         ...
 
     async def wait(self) -> None:
-        """The driver's sleep: return once the armed time has been reached (maybe early)."""
+        """The driver's sleep: return once the armed time has been reached (maybe early) -- or
+        never, on a backend that runs the passes itself (see ``start``)."""
         ...
 
     def interrupt(self, exc: BaseException, rearm: Callable[[], None]) -> None:
         """Let ``exc`` -- a KeyboardInterrupt or SystemExit a callback raised in the driver --
         leave the event loop once, the way the loop's own callbacks' interrupts do.
 
-        asyncio: from a loop callback run next, which calls ``rearm()`` (re-arming the driver)
-        and raises ``exc`` out of ``run_forever()``; the driver, which called this, carries on.
+        asyncio: raised here, out of the loop callback that runs the pass, so it leaves
+        ``run_forever()`` at once; ``rearm()`` (re-arming the driver) is queued with
+        ``call_soon`` and runs when the application runs the loop again.
         trio: raised here, ending the driver and, through the Timer's nursery, the block that
         entered the Timer (which closes it).
         """

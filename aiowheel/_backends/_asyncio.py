@@ -1,10 +1,15 @@
 """The asyncio adapter: any ``asyncio`` event loop, including uvloop.
 
-The driver sleeps on a future that one loop timer (``loop.call_at``) resolves; moving the wake-up
-time cancels that loop timer and arms a new one, so re-arming costs one loop timer no matter how
-many wheel timers are added. Jobs are plain tasks, errors go to ``loop.call_exception_handler``.
-A timeout cancels its task with ``task.cancel()`` and counts it back with ``uncancel()``, exactly
-as ``asyncio.timeout`` does (:class:`AsyncioCancelScope`).
+A wake of the Timer is one loop timer (``loop.call_at``) whose callback runs the Timer's pass --
+advance the wheel, run what is due, re-arm -- directly, in the same loop iteration. Moving the
+wake-up time cancels that loop timer and arms a new one, so re-arming costs one loop timer no
+matter how many wheel timers are added. The driver coroutine stays, as the one task that owns
+the Timer's lifetime: it sleeps until the Timer closes (``stop`` cancels it). Waking it for each
+pass instead would cost a future, a scheduled task step and a second loop iteration per wake --
+as much CPU as the loop's own timers when a few timers are due per wake. Jobs are plain tasks,
+errors go to ``loop.call_exception_handler``. A timeout cancels its task with ``task.cancel()``
+and counts it back with ``uncancel()``, exactly as ``asyncio.timeout`` does
+(:class:`AsyncioCancelScope`).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Coroutine
-from contextvars import Context
+from contextvars import Context, copy_context
 from typing import Any
 
 __all__ = ["AsyncioBackend", "AsyncioCancelScope"]
@@ -22,11 +27,6 @@ def _is_uvloop(loop: asyncio.AbstractEventLoop) -> bool:
     """``loop`` is a ``uvloop.Loop``, or of a subclass of it (aiowheel's wheel-backed uvloop is
     one), found without importing uvloop, which is optional."""
     return any(cls.__module__.partition(".")[0] == "uvloop" for cls in type(loop).__mro__)
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
 
 
 class AsyncioBackend:
@@ -41,18 +41,23 @@ class AsyncioBackend:
         uses_monotonic = getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time
         self.time: Callable[[], float] = time.monotonic if uses_monotonic else loop.time
         self._driver: asyncio.Task[None] | None = None
-        # The loop timer that ends the driver's wait, and the future the driver waits on.
+        # The Timer's pass, run by the alarm; set by start().
+        self._wake: Callable[[], None] = _never_woken
+        # The loop timer that runs the next pass, and the context it runs in: the driver's
+        # (set by start()), instead of a copy of the arming caller's context at every arm.
         self._alarm: asyncio.TimerHandle | None = None
-        self._waiter: asyncio.Future[None] | None = None
-        # Set when the alarm went off while the driver was not waiting (before its first wait).
-        self._rang = False
+        self._context = Context()
         # uvloop converts a delay to whole milliseconds with round(), so its timers can fire up
         # to half a millisecond early; the driver would wake, find nothing due and re-arm, again
         # and again, until the millisecond turns. Half a millisecond more makes round() a ceil.
         self._bias = 0.0005 if _is_uvloop(loop) else 0.0
         self._jobs: set[asyncio.Task[None]] = set()
 
-    async def start(self, driver: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    async def start(
+        self, driver: Callable[[], Coroutine[Any, Any, None]], wake: Callable[[], None]
+    ) -> None:
+        self._wake = wake
+        self._context = copy_context()
         self._driver = self.loop.create_task(driver(), name="aiowheel driver")
 
     async def stop(self) -> None:
@@ -74,31 +79,28 @@ class AsyncioBackend:
         alarm = self._alarm
         if alarm is not None:
             alarm.cancel()
-        self._alarm = None if when is None else self.loop.call_at(when + self._bias, self._ring)
+        if when is None:
+            self._alarm = None
+        else:
+            self._alarm = self.loop.call_at(when + self._bias, self._ring, context=self._context)
 
     def _ring(self) -> None:
         self._alarm = None
-        waiter = self._waiter
-        if waiter is None:
-            self._rang = True
-        else:
-            _resolve(waiter)
+        self._wake()
 
     async def wait(self) -> None:
-        if self._rang:
-            self._rang = False
-            return
-        self._waiter = waiter = self.loop.create_future()
-        try:
-            await waiter
-        finally:
-            self._waiter = None
+        # The passes run from the alarm (see the module docstring): the driver sleeps until
+        # stop() cancels it.
+        await self.loop.create_future()
 
     def interrupt(self, exc: BaseException, rearm: Callable[[], None]) -> None:
-        # Re-armed in the same loop callback that raises, not now: uvloop runs an alarm already
-        # due before the callbacks queued with call_soon, which would run the rest of the batch
-        # before the interrupt had left.
-        self.loop.call_soon(_rearm_and_raise, rearm, exc)
+        # The pass runs in the alarm's loop callback: the interrupt leaves the loop from there,
+        # at once, as any loop callback's does. The driver is re-armed by a callback queued
+        # now, which runs when the application runs the loop again -- not before the raise:
+        # the alarm, due at once for the rest of the batch, would then run that rest before
+        # the interrupt had left (uvloop runs due timers after an iteration's callbacks).
+        self.loop.call_soon(rearm)
+        raise exc
 
     def spawn(self, job: Callable[[], Awaitable[None]], context: Context) -> _JobTask:
         task = self.loop.create_task(_run(job), context=context)
@@ -124,9 +126,8 @@ class AsyncioBackend:
         return asyncio.CancelledError()
 
 
-def _rearm_and_raise(rearm: Callable[[], None], exc: BaseException) -> None:
-    rearm()
-    raise exc
+def _never_woken() -> None:
+    raise RuntimeError("aiowheel: the Timer's alarm rang before the Timer started")
 
 
 async def _run(job: Callable[[], Awaitable[None]]) -> None:

@@ -53,7 +53,10 @@ class TrioBackend:
         # Set when a child finishes, for a stop() from another task waiting for them.
         self._child_done: trio.Event | None = None
 
-    async def start(self, driver: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    async def start(
+        self, driver: Callable[[], Coroutine[Any, Any, None]], wake: Callable[[], None]
+    ) -> None:
+        # trio has no loop callbacks: the driver runs each pass itself, when wait() returns.
         self._manager = trio.open_nursery()
         self._nursery = await self._manager.__aenter__()
         self._owner = trio.lowlevel.current_task()
