@@ -814,6 +814,34 @@ async def test_callbacks_run_outside_any_task_on_asyncio(backend_name: str) -> N
     assert stats.driver_wakeups >= 1
 
 
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+def test_anyio_and_sniffio_know_the_backend_inside_a_callback(loop_name: str) -> None:
+    """A callback runs outside any task on asyncio, where sniffio looks for one: the pass names
+    the library for it, so anyio's calls work there as they do in a task. Run under a plain
+    ``asyncio.Runner``: anyio's test runner would name the library in the context already."""
+    sniffio = pytest.importorskip("sniffio")
+    factory = pytest.importorskip("uvloop").new_event_loop if loop_name == "uvloop" else None
+    seen: list[object] = []
+
+    async def main() -> None:
+        def callback() -> None:
+            try:
+                seen.append(sniffio.current_async_library())
+                seen.append(isinstance(anyio.current_time(), float))  # raised NoEventLoopError
+            finally:
+                done.set()
+
+        async with Timer() as timer:
+            done = asyncio.Event()
+            timer.call_later(0.001, callback)
+            await done.wait()
+
+    with asyncio.Runner(loop_factory=factory) as runner:
+        runner.run(main())
+    assert seen == ["asyncio", True]
+    assert sniffio.thread_local.name is None  # the pass left it as it found it
+
+
 # -- schedule: jobs ----------------------------------------------------------------------------
 
 

@@ -20,6 +20,11 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import Context, copy_context
 from typing import Any
 
+try:  # what anyio (and other libraries) ask which async library runs; optional
+    from sniffio import thread_local as _sniffio_local
+except ImportError:  # pragma: no cover - anyio without sniffio checks for a running loop
+    _sniffio_local = None
+
 __all__ = ["AsyncioBackend", "AsyncioCancelScope"]
 
 
@@ -86,7 +91,19 @@ class AsyncioBackend:
 
     def _ring(self) -> None:
         self._alarm = None
-        self._wake()
+        local = _sniffio_local
+        if local is None:
+            self._wake()
+            return
+        # sniffio finds asyncio through the current task, and a pass runs outside any: name
+        # the library for the pass, so that anyio (and whatever else asks sniffio) works in a
+        # callback as it did when the driver task ran the passes. Once per pass, not per timer.
+        outer = local.name
+        local.name = "asyncio"
+        try:
+            self._wake()
+        finally:
+            local.name = outer
 
     async def wait(self) -> None:
         # The passes run from the alarm (see the module docstring): the driver sleeps until
