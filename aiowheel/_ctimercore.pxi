@@ -68,6 +68,54 @@ from aiowheel._checks import (
     not_running,
     pending_limit,
 )
+from aiowheel._lateness import CLOCK_STRIDE, LATENESS_BOUNDS, LATENESS_BUCKETS
+
+# The lateness histogram's buckets (see aiowheel/_lateness.py, their one spec), in C: the bounds
+# in a fixed array, found by a binary search that gives bisect_left's index -- five comparisons
+# of doubles, no log() per callback.
+cdef enum:
+    _BUCKETS = 20
+    _BOUNDS = _BUCKETS - 1
+
+cdef double _LATENESS_BOUNDS[_BOUNDS]
+cdef Py_ssize_t _CLOCK_STRIDE = CLOCK_STRIDE
+
+
+cdef int _load_lateness_bounds() except -1:
+    cdef Py_ssize_t i
+    if LATENESS_BUCKETS != _BUCKETS:
+        raise SystemError(
+            f"aiowheel._cwheel counts {_BUCKETS} lateness buckets, aiowheel._lateness has "
+            f"{LATENESS_BUCKETS}: rebuild the extension"
+        )
+    for i in range(_BOUNDS):
+        _LATENESS_BOUNDS[i] = LATENESS_BOUNDS[i]
+    return 0
+
+
+_load_lateness_bounds()
+
+
+cdef inline Py_ssize_t _lateness_bucket(double lateness) noexcept nogil:
+    """``aiowheel._lateness.lateness_bucket``: the first bucket whose bound is >= lateness."""
+    cdef Py_ssize_t low = 0, high = _BOUNDS, middle
+    while low < high:
+        middle = (low + high) >> 1
+        if _LATENESS_BOUNDS[middle] < lateness:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+cdef inline double _deadline_seconds(Entry entry) except? -1.0:
+    """An entry's deadline as a double (a checked deadline: a float or an int within float
+    range), as Python converts it in ``now - deadline``."""
+    cdef object deadline = _get(entry, _OFF_DEADLINE, "deadline")
+    if PyFloat_CheckExact(deadline):
+        return PyFloat_AS_DOUBLE(deadline)
+    return deadline
+
 
 
 cdef bint _context_vars_readable():
@@ -190,12 +238,17 @@ cdef class TimerCore:
     cdef public object _cancelled_count
     cdef public object _early
     cdef public double _max_lateness
+    # Callbacks started, by lateness: index i counts the bucket of _lateness_bucket; they add
+    # up to _fired. And the sum of their lateness, in seconds.
+    cdef Py_ssize_t _lateness[_BUCKETS]
+    cdef public double _lateness_sum
     # The context snapshot new handles share while the current context's variables stay the
     # same (None: none yet). Dropped after each pass and when the wheel empties, so that it
     # keeps no context's values alive longer than some pending timer does.
     cdef object _snapshot
 
     def __init__(self, tick, wheel_size, max_pending):
+        cdef Py_ssize_t i
         self._max_pending = max_pending
         # Validates tick and wheel_size now: a bad argument is a bug at the call site. Replaced
         # by a wheel starting at the loop's time when the Timer starts.
@@ -208,6 +261,9 @@ cdef class TimerCore:
         self._cancelled_count = 0
         self._early = 0
         self._max_lateness = 0.0
+        self._lateness_sum = 0.0
+        for i in range(_BUCKETS):
+            self._lateness[i] = 0
 
     def call_later(self, delay, callback, *args, context=None):
         """Run ``callback(*args)`` in ``delay`` seconds; like ``loop.call_later``.
@@ -351,23 +407,28 @@ cdef class TimerCore:
             self._backend.arm(next_deadline)
         return 0
 
+    def _lateness_counts(self):
+        """Callbacks started so far, per bucket of :mod:`aiowheel._lateness`."""
+        return tuple([self._lateness[i] for i in range(_BUCKETS)])
+
     def _run_due(self):
-        """Run every callback due at the clock's current time, in (deadline, scheduling order)."""
+        """Run every callback due at the clock's current time, in (deadline, scheduling order),
+        and count each one's lateness (see :mod:`aiowheel._lateness`)."""
         cdef list due
         cdef Py_ssize_t n, index = 0, skipped = 0, i
         cdef TimerHandle handle
         cdef object callback, args, context
+        cdef double now_seconds, lateness, worst, total = 0.0
         now = self._time()
         due = self._wheel.advance_entries(now)
         n = PyList_GET_SIZE(due)
         if not n:
             return
-        # The batch is in deadline order: its first entry is the earliest, its last the latest.
-        lateness = now - _deadline(<Entry>PyList_GET_ITEM(due, 0))
-        if lateness > self._max_lateness:
-            self._max_lateness = lateness
+        # The batch is in deadline order: its last entry is the latest.
         if _deadline(<Entry>PyList_GET_ITEM(due, n - 1)) > now:  # impossible; counted as proof
             self._early += sum(1 for entry in due if _deadline(<Entry>entry) > now)
+        now_seconds = now
+        worst = self._max_lateness
         try:
             for i in range(n):
                 index = i
@@ -375,6 +436,13 @@ cdef class TimerCore:
                 if handle._cancelled:  # by an earlier callback of this batch
                     skipped += 1
                     continue
+                if i and (i < _CLOCK_STRIDE or i % _CLOCK_STRIDE == 0):
+                    now_seconds = self._time()
+                lateness = now_seconds - _deadline_seconds(handle)
+                self._lateness[_lateness_bucket(lateness)] += 1
+                total += lateness
+                if lateness > worst:
+                    worst = lateness
                 callback = _get(handle, _OFF_PAYLOAD, "payload")
                 args = handle._args
                 context = handle._context
@@ -397,6 +465,8 @@ cdef class TimerCore:
             raise
         finally:
             self._fired += index + 1 - skipped
+            self._max_lateness = worst
+            self._lateness_sum += total
             self._snapshot = None
 
 
