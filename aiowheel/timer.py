@@ -130,6 +130,24 @@ class LatenessHistogram:
                 return bound
         raise AssertionError("the last bucket holds every callback")  # pragma: no cover
 
+    def __str__(self) -> str:
+        """The non-empty buckets in a line: ``"<=1 ms: 90, <=5 ms: 9, >10 s: 1"``."""
+        shown = []
+        finite = self.buckets[-2][0]
+        for bound, count in self.buckets:
+            if count:
+                label = f"<={_seconds(bound)}" if bound <= finite else f">{_seconds(finite)}"
+                shown.append(f"{label}: {count:,}")
+        return ", ".join(shown) or "nothing counted"
+
+
+def _seconds(bound: float) -> str:
+    """A bucket bound, in the unit that makes it a whole number: 10 µs, 2 ms, 5 s."""
+    for unit, scale in (("s", 1), ("ms", 1e3), ("µs", 1e6)):
+        if bound * scale >= 1:
+            return f"{bound * scale:.3g} {unit}"
+    return f"{bound:g} s"
+
 
 @dataclass(frozen=True, slots=True)
 class TimerStats:

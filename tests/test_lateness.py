@@ -379,3 +379,9 @@ def test_quantile_of_nothing_is_nan_and_q_is_checked() -> None:
     for q in bad:
         with pytest.raises(ValueError, match=r"q must be a number from 0 to 1, got"):
             histogram({1: 1}).quantile(q)
+
+
+def test_str_shows_the_non_empty_buckets_in_a_line() -> None:
+    assert str(histogram({})) == "nothing counted"
+    line = str(histogram({0: 3, 6: 1200, 10: 2, 15: 1, 19: 1}))
+    assert line == "<=10 µs: 3, <=1 ms: 1,200, <=20 ms: 2, <=1 s: 1, >10 s: 1"
