@@ -18,13 +18,13 @@ tell "within a tick" (1 ms by default) from "a few ticks" from "the loop was blo
 (Prometheus' ``le``), the first also every ``x`` at or below 10 µs, the last (bound infinity)
 everything beyond 10 s.
 
-**The clock** is read when a pass starts and again before each of the first
-:data:`CLOCK_STRIDE` callbacks of its batch, then before every :data:`CLOCK_STRIDE`-th: a
-callback held up by an earlier one of its pass counts as late, while a pass of thousands of
-callbacks reads the clock once per :data:`CLOCK_STRIDE` of them (a clock read costs as much as a
-short callback). So a callback's lateness is exact in a pass of up to :data:`CLOCK_STRIDE`
-callbacks, and in a longer one is measured from a reading taken at most ``CLOCK_STRIDE - 1``
-callbacks earlier in the pass: it may be understated by the time those took.
+**The clock** is read when a pass starts and again before every :data:`CLOCK_STRIDE`-th
+callback of its batch: a pass of thousands of callbacks counts a callback held up by earlier ones
+as late, and reads the clock once per :data:`CLOCK_STRIDE` callbacks, not per callback (a read of
+the loop's clock costs about as much as dispatching a short callback). So a callback's lateness
+is measured from a reading taken at most ``CLOCK_STRIDE - 1`` callbacks earlier in its pass: it
+is exact for a callback that nothing in its pass held up, and may be understated by the time at
+most that many callbacks before it took.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ LATENESS_BUCKETS = len(LATENESS_BOUNDS) + 1
 """How many buckets: one per bound, and one for everything beyond the last bound."""
 
 CLOCK_STRIDE = 16
-"""A pass reads the clock before each of its first ``CLOCK_STRIDE`` callbacks, then before every
-``CLOCK_STRIDE``-th (positions in the due batch, counted from 0)."""
+"""A pass reads the clock again before the callbacks at positions ``CLOCK_STRIDE``,
+``2 * CLOCK_STRIDE``, ... of its due batch (counted from 0)."""
 
 
 def lateness_bucket(lateness: float) -> int:

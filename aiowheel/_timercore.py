@@ -295,7 +295,7 @@ class TimerCore:
                 if handle._cancelled:  # by an earlier callback of this batch
                     skipped += 1
                     continue
-                if index and (index < CLOCK_STRIDE or not index % CLOCK_STRIDE):
+                if index and not index % CLOCK_STRIDE:
                     now = self._time()
                 lateness = now - handle.deadline
                 counts[bisect_left(LATENESS_BOUNDS, lateness)] += 1  # lateness_bucket, inline

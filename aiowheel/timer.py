@@ -89,9 +89,9 @@ class LatenessHistogram:
 
     The buckets are the same for every Timer, whatever its tick: 1-2-5 per decade from 10 µs to
     10 s, then one for everything beyond, so that histograms of several Timers or processes add
-    up. In a pass of more than 16 callbacks the clock is read before every 16th only, so the
-    lateness of a callback there may be understated by the time at most 15 callbacks before it
-    took.
+    up. The clock is read when the driver's pass starts and again before every 16th callback of
+    it, not before each: a callback held up by earlier ones of its pass is measured from a reading
+    at most 15 callbacks old, so its lateness may be understated by the time those took.
     """
 
     buckets: tuple[tuple[float, int], ...]

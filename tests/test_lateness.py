@@ -120,7 +120,7 @@ def test_each_twin_counts_a_lateness_in_the_spec_bucket(impl: Impl, lateness: fl
     assert core._max_lateness == lateness
 
 
-def test_a_callback_held_up_by_an_earlier_one_of_its_pass_counts_late(impl: Impl) -> None:
+def test_callbacks_held_up_by_earlier_ones_count_late_from_the_next_reading(impl: Impl) -> None:
     clock = HandClock(0.0)
     core = running_core(impl, clock)
     started: list[float] = []
@@ -129,16 +129,18 @@ def test_a_callback_held_up_by_an_earlier_one_of_its_pass_counts_late(impl: Impl
         started.append(clock.now)
         clock.now += seconds  # what a callback that blocks for `seconds` does to the clock
 
-    for seconds in (0.03, 0.0, 0.4, 0.0):
-        core.call_at(1.0, blocks, seconds)  # one pass: all due at 1.0
+    blocking = {3: 0.03, 15: 0.4}
+    for position in range(18):
+        core.call_at(1.0, blocks, blocking.get(position, 0.0))  # one pass: all due at 1.0
     clock.now = 1.0
     core._run_due()
-    assert started == pytest.approx([1.0, 1.03, 1.03, 1.43])
-    # Late by 0, 0.03, 0.03 and 0.43 s (floats: 1.03 - 1.0 is not exactly 0.03, still <= 0.05).
-    assert counted(core) == {0: 1, 11: 2, 14: 1}
+    assert started[3:5] == pytest.approx([1.0, 1.03]) and started[16] == pytest.approx(1.43)
+    # The pass read the clock at its start (1.0) and before position 16 (1.43): positions 4-15,
+    # held up by 30 ms, are counted from the first reading; 16 and 17 as 0.43 s late.
+    assert counted(core) == {0: 16, 14: 2}
     assert core._max_lateness == pytest.approx(0.43)
-    assert core._lateness_sum == pytest.approx(0.49)
-    assert core._fired == 4
+    assert core._lateness_sum == pytest.approx(0.86)
+    assert core._fired == 18
 
 
 def test_a_long_pass_reads_the_clock_before_every_16th_callback(impl: Impl) -> None:
@@ -155,12 +157,10 @@ def test_a_long_pass_reads_the_clock_before_every_16th_callback(impl: Impl) -> N
     clock.now = 0.5
     core._run_due()
     assert CLOCK_STRIDE == 16
-    # Positions 0-15 are measured exactly (p steps late); 16-31 from the reading before 16
-    # (16 steps), 32-39 from the one before 32 (32 steps).
-    # p:        0 -> <= 10 us, 1 -> <= 1 ms, 2 -> <= 2 ms, 3-5 -> <= 5 ms, 6-10 -> <= 10 ms,
-    # 11-15 and 16-31 (15.6 ms) -> <= 20 ms, 32-39 (31.3 ms) -> <= 50 ms.
-    assert counted(core) == {0: 1, 6: 1, 7: 1, 8: 3, 9: 5, 10: 5 + 16, 11: 8}
-    assert core._lateness_sum == step * (sum(range(16)) + 16 * 16 + 8 * 32)
+    # Readings before positions 0, 16 and 32: 0, 16 and 32 steps late. 16 steps (15.6 ms) is in
+    # the bucket (10 ms, 20 ms], 32 steps (31.3 ms) in (20 ms, 50 ms].
+    assert counted(core) == {0: 16, 10: 16, 11: 8}
+    assert core._lateness_sum == step * (16 * 16 + 8 * 32)
     assert core._max_lateness == 32 * step
     assert core._fired == sum(core._lateness_counts()) == n
 
@@ -262,7 +262,7 @@ async def test_a_clock_jump_makes_the_callbacks_late(virtual_time: None) -> None
 
 
 @pytest.mark.anyio
-async def test_a_blocking_callback_makes_the_next_of_its_pass_late(virtual_time: None) -> None:
+async def test_a_blocking_callback_makes_the_next_16th_of_its_pass_late(virtual_time: None) -> None:
     async with Timer(tick=TICK) as timer:
         when = timer.time() + 0.0105
         ran: list[float] = []
@@ -272,16 +272,18 @@ async def test_a_blocking_callback_makes_the_next_of_its_pass_late(virtual_time:
             jump(0.004)  # what a callback blocking for 4 ms does to the clock
 
         timer.call_at(when, blocks)
-        timer.call_at(when, lambda: ran.append(timer.time()))
-        await timer.sleep_until(when)  # a third timer of the same pass
+        for _ in range(15):
+            timer.call_at(when, lambda: None)
+        timer.call_at(when, lambda: ran.append(timer.time()))  # position 16: the clock is read
+        await timer.sleep_until(when)  # a timer of the same pass, at position 17
         stats = timer.stats()
     first, second = (at - when for at in ran)
     assert 0 <= first < TICK
-    assert second == first + 0.004 or second == pytest.approx(first + 0.004)
+    assert second == pytest.approx(first + 0.004)
     assert lateness_bucket(second) == 8  # (2 ms, 5 ms]
     expected = [0] * LATENESS_BUCKETS
-    for late in (first, second, second):  # the sleep's timer starts with the second
-        expected[lateness_bucket(late)] += 1
+    expected[lateness_bucket(first)] += 16  # positions 0-15, from the pass's first reading
+    expected[lateness_bucket(second)] += 2
     assert [count for _, count in stats.lateness.buckets] == expected
 
 
