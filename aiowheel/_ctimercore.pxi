@@ -124,7 +124,6 @@ cdef inline double _deadline_seconds(Entry entry) except? -1.0:
     return _get(entry, _OFF_DEADLINE, "deadline")
 
 
-
 cdef bint _context_vars_readable():
     """Whether aw_context_vars reads a Context's variable mapping on this interpreter."""
     import contextvars
