@@ -3,8 +3,8 @@
 Layers, each importing only from itself and the ones above it in this list, with no import
 cycle (``tests/test_layers.py`` checks it, and holds the layer of every module):
 
-* the shared contract: :mod:`aiowheel._checks` (every check of a user's input and its message)
-  and :mod:`aiowheel.exceptions`;
+* the shared contract: :mod:`aiowheel._checks` (every check of a user's input and its message),
+  :mod:`aiowheel._lateness` (the lateness histogram's buckets) and :mod:`aiowheel.exceptions`;
 * the twins: the pure wheel :mod:`aiowheel.wheel` (:class:`HierarchicalWheel`) and Timer core
   :mod:`aiowheel._timercore`, their compiled twin :mod:`aiowheel._cwheel`, and the event-loop
   adapters of :mod:`aiowheel._backends`;
@@ -29,7 +29,7 @@ from aiowheel.loop import (
     run,
 )
 from aiowheel.timeouts import Timeout
-from aiowheel.timer import Job, Timer, TimerHandle, TimerStats
+from aiowheel.timer import Job, LatenessHistogram, Timer, TimerHandle, TimerStats
 
 __all__ = [
     "Entry",
@@ -37,6 +37,7 @@ __all__ = [
     "IdleTimeouts",
     "Job",
     "JobCancelled",
+    "LatenessHistogram",
     "PendingLimitError",
     "Timeout",
     "Timer",

@@ -116,6 +116,60 @@ from aiowheel._checks import (
     not_running,
     pending_limit,
 )
+from aiowheel._lateness import CLOCK_STRIDE, LATENESS_BOUNDS, LATENESS_BUCKETS
+
+# The lateness histogram's buckets (see aiowheel/_lateness.py, their one spec), in C: the bounds
+# in a fixed array padded with infinities to 31, where a branchless binary search of five steps
+# finds bisect_left's index -- no log() per callback. The sizes and the stride are C constants
+# (checked against the spec at import), so that `i % _STRIDE` is a mask.
+cdef enum:
+    _BUCKETS = 20
+    _BOUNDS = _BUCKETS - 1
+    _PADDED = 31
+    _STRIDE = 16
+
+cdef double _LATENESS_BOUNDS[_PADDED]
+
+
+cdef int _load_lateness_bounds() except -1:
+    cdef Py_ssize_t i
+    if LATENESS_BUCKETS != _BUCKETS or CLOCK_STRIDE != _STRIDE:
+        raise SystemError(
+            f"aiowheel._cwheel counts {_BUCKETS} lateness buckets and reads the clock every "
+            f"{_STRIDE} callbacks, aiowheel._lateness says {LATENESS_BUCKETS} and "
+            f"{CLOCK_STRIDE}: rebuild the extension"
+        )
+    for i in range(_PADDED):
+        _LATENESS_BOUNDS[i] = LATENESS_BOUNDS[i] if i < _BOUNDS else math.inf
+    return 0
+
+
+_load_lateness_bounds()
+
+
+cdef inline Py_ssize_t _lateness_bucket(double lateness) noexcept nogil:
+    """``aiowheel._lateness.lateness_bucket``: how many bounds are below ``lateness``."""
+    cdef Py_ssize_t position = 0
+    if _LATENESS_BOUNDS[position + 15] < lateness:
+        position += 16
+    if _LATENESS_BOUNDS[position + 7] < lateness:
+        position += 8
+    if _LATENESS_BOUNDS[position + 3] < lateness:
+        position += 4
+    if _LATENESS_BOUNDS[position + 1] < lateness:
+        position += 2
+    if _LATENESS_BOUNDS[position] < lateness:
+        position += 1
+    return position
+
+
+cdef inline double _deadline_seconds(Entry entry) except? -1.0:
+    """An entry's deadline as a double (a checked deadline: a float or an int within float
+    range), as Python converts it in ``now - deadline``."""
+    cdef PyObject *deadline = _field(entry, _OFF_DEADLINE)[0]
+    if deadline is not NULL and PyFloat_CheckExact(<object>deadline):
+        return PyFloat_AS_DOUBLE(<object>deadline)
+    return _get(entry, _OFF_DEADLINE, "deadline")
 
 
 cdef bint _context_vars_readable():
@@ -268,12 +322,17 @@ cdef class TimerCore:
     cdef public object _cancelled_count
     cdef public object _early
     cdef public double _max_lateness
+    # Callbacks started, by lateness: index i counts the bucket of _lateness_bucket; they add
+    # up to _fired. And the sum of their lateness, in seconds.
+    cdef Py_ssize_t _lateness[_BUCKETS]
+    cdef public double _lateness_sum
     # The context snapshot new handles share while the current context's variables stay the
     # same (None: none yet). Dropped after each pass and when the wheel empties, so that it
     # keeps no context's values alive longer than some pending timer does.
     cdef object _snapshot
 
     def __init__(self, tick, wheel_size, max_pending):
+        cdef Py_ssize_t i
         self._max_pending = max_pending
         # Validates tick and wheel_size now: a bad argument is a bug at the call site. Replaced
         # by a wheel starting at the loop's time when the Timer starts.
@@ -286,6 +345,9 @@ cdef class TimerCore:
         self._cancelled_count = 0
         self._early = 0
         self._max_lateness = 0.0
+        self._lateness_sum = 0.0
+        for i in range(_BUCKETS):
+            self._lateness[i] = 0
 
     def call_later(self, delay, callback, *args, context=None):
         """Run ``callback(*args)`` in ``delay`` seconds; like ``loop.call_later``.
@@ -432,24 +494,29 @@ cdef class TimerCore:
             self._backend.arm(next_deadline)
         return 0
 
+    def _lateness_counts(self):
+        """Callbacks started so far, per bucket of :mod:`aiowheel._lateness`."""
+        return tuple([self._lateness[i] for i in range(_BUCKETS)])
+
     def _run_due(self):
-        """Run every callback due at the clock's current time, in (deadline, scheduling order)."""
+        """Run every callback due at the clock's current time, in (deadline, scheduling order),
+        and count each one's lateness (see :mod:`aiowheel._lateness`)."""
         cdef list due
         cdef Py_ssize_t n, index = 0, skipped = 0, i
         cdef TimerHandle handle
         cdef object callback, args, context
         cdef bint one_arg
+        cdef double now_seconds, lateness, worst, total = 0.0
         now = self._time()
         due = self._wheel.advance_entries(now)
         n = PyList_GET_SIZE(due)
         if not n:
             return
-        # The batch is in deadline order: its first entry is the earliest, its last the latest.
-        lateness = now - _deadline(<Entry>PyList_GET_ITEM(due, 0))
-        if lateness > self._max_lateness:
-            self._max_lateness = lateness
+        # The batch is in deadline order: its last entry is the latest.
         if _deadline(<Entry>PyList_GET_ITEM(due, n - 1)) > now:  # impossible; counted as proof
             self._early += sum(1 for entry in due if _deadline(<Entry>entry) > now)
+        now_seconds = now
+        worst = self._max_lateness
         try:
             for i in range(n):
                 index = i
@@ -457,6 +524,13 @@ cdef class TimerCore:
                 if handle._cancelled:  # by an earlier callback of this batch
                     skipped += 1
                     continue
+                if i and i % _STRIDE == 0:
+                    now_seconds = self._time()
+                lateness = now_seconds - _deadline_seconds(handle)
+                self._lateness[_lateness_bucket(lateness)] += 1
+                total += lateness
+                if lateness > worst:
+                    worst = lateness
                 callback = _get(handle, _OFF_PAYLOAD, "payload")
                 args = handle._arguments
                 one_arg = handle._one_arg
@@ -480,6 +554,8 @@ cdef class TimerCore:
             raise
         finally:
             self._fired += index + 1 - skipped
+            self._max_lateness = worst
+            self._lateness_sum += total
             self._snapshot = None
 
 

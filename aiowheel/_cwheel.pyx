@@ -321,6 +321,24 @@ cdef class HierarchicalWheel:
         self._ready()
         return len(self._levels)
 
+    def pending_per_level(self):
+        """Pending entries on each level, level 0 first (one number per level created).
+
+        An entry already due -- added at or before the clock, or cascaded into the current tick
+        -- counts on level 0, where :meth:`locate` places it. O(levels * wheel_size).
+        """
+        cdef _Level level
+        cdef Py_ssize_t slot, count
+        self._ready()
+        counts = []
+        for level in self._levels:
+            count = 0
+            for slot in range(self._size):
+                count += PyList_GET_SIZE(<object>PyList_GET_ITEM(level.buckets, slot))
+            counts.append(count)
+        counts[0] += PyList_GET_SIZE(self._due)
+        return tuple(counts)
+
     def level_start(self, level):
         """The aligned start of ``level``'s current slot (Kafka's ``currentTime``)."""
         self._ready()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import math
+from bisect import bisect_left
 from collections.abc import Callable
 from types import FunctionType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
@@ -32,6 +33,7 @@ from aiowheel._checks import (
     not_running,
     pending_limit,
 )
+from aiowheel._lateness import CLOCK_STRIDE, LATENESS_BOUNDS, LATENESS_BUCKETS
 from aiowheel.wheel import Entry, HierarchicalWheel
 
 if TYPE_CHECKING:
@@ -133,6 +135,10 @@ class TimerCore:
         self._cancelled_count = 0
         self._early = 0
         self._max_lateness = 0.0
+        # Callbacks started, by lateness: index i counts the bucket of aiowheel._lateness's
+        # lateness_bucket; they add up to _fired. And the sum of their lateness, in seconds.
+        self._lateness = [0] * LATENESS_BUCKETS
+        self._lateness_sum = 0.0
 
     def call_later(
         self,
@@ -266,23 +272,36 @@ class TimerCore:
             self._armed_at = next_deadline
             self._backend.arm(next_deadline)
 
+    def _lateness_counts(self) -> tuple[int, ...]:
+        """Callbacks started so far, per bucket of :mod:`aiowheel._lateness`."""
+        return tuple(self._lateness)
+
     def _run_due(self) -> None:
-        """Run every callback due at the clock's current time, in (deadline, scheduling order)."""
+        """Run every callback due at the clock's current time, in (deadline, scheduling order),
+        and count each one's lateness (see :mod:`aiowheel._lateness`)."""
         now = self._time()
         due = cast("list[TimerHandle]", self._wheel.advance_entries(now))
         if not due:
             return
-        # The batch is in deadline order: its first entry is the earliest, its last the latest.
-        lateness = now - due[0].deadline
-        self._max_lateness = max(self._max_lateness, lateness)
+        # The batch is in deadline order: its last entry is the latest.
         if due[-1].deadline > now:  # impossible by the wheel's construction; counted as proof
             self._early += sum(1 for handle in due if handle.deadline > now)
+        counts = self._lateness
+        worst = self._max_lateness
+        total = 0.0  # this pass's lateness, added to _lateness_sum once
         index = skipped = 0
         try:
-            for index, handle in enumerate(due):  # noqa: B007 -- index is used on interrupt
+            for index, handle in enumerate(due):
                 if handle._cancelled:  # by an earlier callback of this batch
                     skipped += 1
                     continue
+                if index and not index % CLOCK_STRIDE:
+                    now = self._time()
+                lateness = now - handle.deadline
+                counts[bisect_left(LATENESS_BOUNDS, lateness)] += 1  # lateness_bucket, inline
+                total += lateness
+                if lateness > worst:  # noqa: PLR1730 -- cheaper than a call of max()
+                    worst = lateness
                 callback, args, context = handle.payload, handle._args, handle._context
                 self._release(handle)
                 try:
@@ -300,6 +319,8 @@ class TimerCore:
             raise
         finally:
             self._fired += index + 1 - skipped
+            self._max_lateness = worst
+            self._lateness_sum += total
 
     def _report(
         self,

@@ -68,16 +68,88 @@ import anyio
 from aiowheel._backends import Backend, Cancellable, current_backend
 from aiowheel._checks import check_count, check_deadline, deadline_after
 from aiowheel._impl import HierarchicalWheel, TimerCore, TimerHandle
+from aiowheel._lateness import LATENESS_BOUNDS
 from aiowheel.timeouts import Timeout
 
 if TYPE_CHECKING:
     from aiowheel._backends import CancelScope
 
-__all__ = ["Job", "Timer", "TimerHandle", "TimerStats"]
+__all__ = ["Job", "LatenessHistogram", "Timer", "TimerHandle", "TimerStats"]
 
 T = TypeVar("T")
 
 logger = logging.getLogger("aiowheel")
+
+
+@dataclass(frozen=True, slots=True)
+class LatenessHistogram:
+    """How late the Timer's callbacks started, counted in fixed buckets: ``Timer.stats().lateness``.
+
+    A callback's lateness is the Timer's clock as the callback is about to start, minus its
+    ``when()``: never negative (never early), under a tick from the wheel's side, more when the
+    event loop was busy elsewhere or earlier callbacks of the same pass took long. Every callback
+    and job the Timer started is counted once (``count`` equals ``TimerStats.fired``).
+
+    The buckets are the same for every Timer, whatever its tick: 1-2-5 per decade from 10 µs to
+    10 s, then one for everything beyond, so that histograms of several Timers or processes add
+    up. The clock is read when the driver's pass starts and again before every 16th callback of
+    it, not before each: a callback held up by earlier ones of its pass is measured from a reading
+    at most 15 callbacks old, so its lateness may be understated by the time those took.
+    """
+
+    buckets: tuple[tuple[float, int], ...]
+    """``(upper bound in seconds, count)`` per bucket, ascending; the last bound is ``math.inf``.
+    A bucket counts the lateness above the previous bound and at most its own (the first: at
+    most its own). The counts are per bucket, not cumulative: see :meth:`cumulative`."""
+    sum: float
+    """The sum of every counted lateness, in seconds (with ``count``, the mean)."""
+
+    @property
+    def count(self) -> int:
+        """Callbacks counted: the sum of the buckets' counts."""
+        return sum(count for _, count in self.buckets)
+
+    def cumulative(self) -> tuple[tuple[float, int], ...]:
+        """``(upper bound, callbacks at most that late)`` per bucket: Prometheus' ``le`` buckets,
+        the last (``math.inf``) being ``count``."""
+        total = 0
+        result = []
+        for bound, count in self.buckets:
+            total += count
+            result.append((bound, total))
+        return tuple(result)
+
+    def quantile(self, q: float) -> float:
+        """The upper bound of the bucket holding the ``q``-quantile of lateness (0 <= q <= 1): at
+        least the fraction ``q`` of the callbacks were at most this late. ``math.inf`` if that
+        bucket is the last; NaN when nothing was counted. ValueError for another ``q``."""
+        if isinstance(q, bool) or not isinstance(q, int | float) or not 0 <= q <= 1:
+            raise ValueError(f"q must be a number from 0 to 1, got {q!r}")
+        total = self.count
+        if not total:
+            return math.nan
+        for bound, at_most in self.cumulative():
+            if at_most >= q * total and at_most:
+                return bound
+        raise AssertionError("the last bucket holds every callback")  # pragma: no cover
+
+    def __str__(self) -> str:
+        """The non-empty buckets in a line: ``"<=1 ms: 90, <=5 ms: 9, >10 s: 1"``."""
+        shown = []
+        finite = self.buckets[-2][0]
+        for bound, count in self.buckets:
+            if count:
+                label = f"<={_seconds(bound)}" if bound <= finite else f">{_seconds(finite)}"
+                shown.append(f"{label}: {count:,}")
+        return ", ".join(shown) or "nothing counted"
+
+
+def _seconds(bound: float) -> str:
+    """A bucket bound, in the unit that makes it a whole number: 10 µs, 2 ms, 5 s."""
+    for unit, scale in (("s", 1), ("ms", 1e3), ("µs", 1e6)):
+        if bound * scale >= 1:
+            return f"{bound * scale:.3g} {unit}"
+    return f"{bound:g} s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,11 +165,16 @@ class TimerStats:
     early: int
     """Callbacks run before their deadline: always 0, kept as proof."""
     max_lateness: float
-    """Largest delay seen between a deadline and its callback starting, in seconds."""
+    """Largest lateness of a callback started, in seconds (see :class:`LatenessHistogram`)."""
     driver_wakeups: int
     """Times the driver woke to advance the wheel."""
     levels: int
     """Wheel levels created so far."""
+    lateness: LatenessHistogram
+    """How late each callback started, counted in buckets."""
+    pending_per_level: tuple[int, ...]
+    """Timers and jobs waiting on each wheel level, level 0 first (``levels`` numbers, adding up
+    to ``pending``); those already due count on level 0."""
 
 
 _PENDING, _RUNNING, _FINISHED, _CANCELLED = range(4)
@@ -525,7 +602,12 @@ class Timer(TimerCore):
     # -- observability ------------------------------------------------------------------------
 
     def stats(self) -> TimerStats:
-        """Counters since the Timer started."""
+        """Counters since the Timer started, as an immutable snapshot.
+
+        Cheap enough for a dashboard's scrape: O(levels * wheel_size) for ``pending_per_level``
+        (a few hundred list lengths on the default wheel); counting goes on in every pass.
+        """
+        counts = self._lateness_counts()
         return TimerStats(
             pending=len(self._wheel),
             fired=self._fired,
@@ -534,6 +616,11 @@ class Timer(TimerCore):
             max_lateness=self._max_lateness,
             driver_wakeups=self._wakeups,
             levels=self._wheel.levels,
+            lateness=LatenessHistogram(
+                tuple(zip((*LATENESS_BOUNDS, math.inf), counts, strict=True)),
+                float(self._lateness_sum),
+            ),
+            pending_per_level=self._wheel.pending_per_level(),
         )
 
     def __repr__(self) -> str:

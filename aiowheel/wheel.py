@@ -251,6 +251,16 @@ class HierarchicalWheel(Generic[P]):
         """Number of levels created so far (they are never destroyed)."""
         return len(self._levels)
 
+    def pending_per_level(self) -> tuple[int, ...]:
+        """Pending entries on each level, level 0 first (one number per level created).
+
+        An entry already due -- added at or before the clock, or cascaded into the current tick
+        -- counts on level 0, where :meth:`locate` places it. O(levels * wheel_size).
+        """
+        counts = [sum(map(len, level.buckets)) for level in self._levels]
+        counts[0] += len(self._due)
+        return tuple(counts)
+
     def level_start(self, level: int) -> float:
         """The aligned start of ``level``'s current slot (Kafka's ``currentTime``)."""
         return self._levels[level].current * self.tick

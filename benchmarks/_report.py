@@ -10,13 +10,14 @@ means aiowheel is cheaper (faster, smaller, less late).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from _scenarios import SCENARIOS, Metric, Scenario, scenario_named
+from _scenarios import SCENARIOS, TIMER_BUCKET, Metric, Scenario, scenario_named
 
 
 @dataclass
@@ -125,6 +126,38 @@ def scenario_table(scenario: Scenario, cases: list[CaseResult]) -> str:
             blanks = ["—"] * (len(headers) - 3)
             rows.append([case.label, variant, f"failed: {error}", *blanks])
     return markdown_table(headers, rows, left=2)
+
+
+def timer_lateness_table(cases: list[CaseResult]) -> str:
+    """The Timer's own lateness histograms (``stats().lateness``) in the lateness runs: one row
+    per case and wheel variant, one column per bucket that counted anything."""
+    rows = [
+        (case.label, variant, _timer_buckets(figures))
+        for case in cases
+        for variant, figures in case.rows.items()
+        if any(key.startswith(TIMER_BUCKET) for key in figures)
+    ]
+    bounds = sorted({bound for _, _, buckets in rows for bound, count in buckets if count})
+    headers = ["N", "variant", *(_bound_header(bound) for bound in bounds)]
+    cells = [
+        [label, variant, *(f"{dict(buckets).get(bound, 0):,.0f}" for bound in bounds)]
+        for label, variant, buckets in rows
+    ]
+    return markdown_table(headers, cells, left=2)
+
+
+def _timer_buckets(figures: dict[str, float | None]) -> list[tuple[float, float]]:
+    return [
+        (float(key.removeprefix(TIMER_BUCKET)), value or 0.0)
+        for key, value in figures.items()
+        if key.startswith(TIMER_BUCKET)
+    ]
+
+
+def _bound_header(bound: float) -> str:
+    if bound == math.inf:
+        return "> 10 s"
+    return f"<= {bound * 1e3:g} ms"
 
 
 # -- headline and targets --------------------------------------------------------------------
@@ -436,6 +469,8 @@ def results_markdown(results: Results, plots: list[str]) -> str:
         if cases is None:
             continue
         parts += [f"## {scenario.title}", "", scenario.doc, "", scenario_table(scenario, cases)]
+        if scenario.name == "lateness":
+            parts += ["", "The Timer's own lateness histogram:", "", timer_lateness_table(cases)]
         parts += [f"\n- {note}" for note in results.notes.get(scenario.name, [])]
         plot = PLOTS.get(scenario.name)
         if plot in plots:

@@ -45,6 +45,7 @@ from _report import (
     results_markdown,
     scenario_table,
     targets_table,
+    timer_lateness_table,
 )
 from _scenarios import (
     DEFAULT,
@@ -115,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         if scenario.name == "lateness":
             notes += _slack_notes(cases)
         print(f"\n## {scenario.title}\n\n{scenario_table(scenario, cases)}", flush=True)
+        if scenario.name == "lateness":
+            print(f"\nThe Timer's own lateness histogram:\n\n{timer_lateness_table(cases)}")
         for note in notes:
             print(f"- {note}")
     results.runtime = time.monotonic() - started

@@ -358,6 +358,10 @@ def test_demo_passes_its_own_check(loop: str) -> None:
     assert "PASS: 50 clients, no talking client expired" in result.stdout
     assert re.search(rf"event loop\W+{loop}\b", result.stdout)
     assert "early expiries" in result.stdout
+    # The Timer's lateness histogram and where its timers sit, from stats().
+    assert re.search(r"timer lateness\W+p50 <= [\d.]+ ms, p99 <= [\d.]+ ms", result.stdout)
+    assert re.search(r"lateness histogram\W+<=[\d.]+ [µm]?s: [\d,]+", result.stdout)
+    assert re.search(r"pending per level\W+L0: [\d,]+", result.stdout)
     assert result.stderr == ""
 
 

@@ -316,6 +316,7 @@ class Twin:
                 for s in range(wheel.wheel_size)
             ],
             outcome(wheel.next_deadline),
+            wheel.pending_per_level(),
             [(entry.pending, typed(wheel.locate(entry))) for entry in self.entries],
             [typed(entry.payload) for entry in self.entries],
             repr(wheel),

@@ -29,7 +29,15 @@ from typing import Any
 import anyio
 import pytest
 
-from aiowheel import JobCancelled, PendingLimitError, Timer, TimerHandle, TimerStats
+from aiowheel import (
+    JobCancelled,
+    LatenessHistogram,
+    PendingLimitError,
+    Timer,
+    TimerHandle,
+    TimerStats,
+)
+from aiowheel._lateness import LATENESS_BOUNDS
 from aiowheel.testing import VirtualTimeLoop
 
 pytestmark = pytest.mark.anyio
@@ -1743,6 +1751,8 @@ async def test_stats_count_what_happened(virtual_time: None) -> None:
             max_lateness=0.0,
             driver_wakeups=0,
             levels=1,
+            lateness=LatenessHistogram(tuple((b, 0) for b in (*LATENESS_BOUNDS, math.inf)), 0.0),
+            pending_per_level=(0,),
         )
         fired = Fired(timer)
         base = (math.floor(timer.time() / TICK) + 10) * TICK
@@ -1764,6 +1774,8 @@ async def test_stats_count_what_happened(virtual_time: None) -> None:
     assert 0 < stats.max_lateness < TICK
     assert stats.driver_wakeups == 2  # two non-empty buckets came due
     assert stats.levels == 3
+    assert stats.pending_per_level == (0, 0, 1)
+    assert stats.lateness.count == stats.fired
     assert timer.stats().cancelled == 2  # leaving cancelled the last one
 
 

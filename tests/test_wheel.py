@@ -732,6 +732,28 @@ def test_200k_entries_come_out_once_in_order(impl: Impl) -> None:
 # -- 10. next_deadline jumps bucket to bucket --------------------------------------------------
 
 
+def test_pending_per_level_follows_adds_removes_and_cascades(impl: Impl) -> None:
+    wheel: HierarchicalWheel[str] = impl.HierarchicalWheel(tick=1, wheel_size=4)
+    assert wheel.pending_per_level() == (0,)
+    near = wheel.add(2, "level 0")
+    wheel.add(3, "level 0 too")
+    far = wheel.add(9, "level 1")  # 4 <= 9 < 16 ticks: level 1
+    wheel.add(40, "level 2")  # 16 <= 40 < 64: level 2
+    wheel.add(-1, "already due")  # at or before the clock: on level 0, where locate puts it
+    assert wheel.levels == 3
+    assert wheel.pending_per_level() == (3, 1, 1)
+    assert wheel.remove(near)
+    wheel.remove(far)
+    assert wheel.pending_per_level() == (2, 0, 1)
+    wheel.advance(3)  # the due entry and tick 3 come out
+    assert wheel.pending_per_level() == (0, 0, 1)
+    wheel.advance(32)  # level 2's bucket [32, 48) expires: 40 cascades to level 1
+    assert wheel.pending_per_level() == (0, 1, 0)
+    assert sum(wheel.pending_per_level()) == len(wheel) == 1
+    wheel.remove_all()
+    assert wheel.pending_per_level() == (0, 0, 0)  # the levels stay, empty
+
+
 def test_next_deadline_does_not_walk_empty_slots(impl: Impl) -> None:
     """10,000 entries an hour away: the clock jumps to their level-3 bucket, then down."""
     tick, wheel_size = 0.001, 64
@@ -897,6 +919,15 @@ class WheelVsModel(RuleBasedStateMachine):
         assert len(self.wheel) == len(self.pending)
         assert self.wheel.now == self.clock * self.tick
         assert self.wheel.levels == self.levels
+
+    @invariant()
+    def pending_per_level_counts_where_entries_sit(self) -> None:
+        counts = [0] * self.wheel.levels
+        for _, _, entry in self.pending.values():
+            where = self.wheel.locate(entry)
+            assert where is not None
+            counts[where[0]] += 1
+        assert self.wheel.pending_per_level() == tuple(counts)
 
     @invariant()
     def next_deadline_is_never_after_the_earliest_tick(self) -> None:
