@@ -58,6 +58,18 @@ How it stays cheap -- lazy re-filing, grouped by tick:
   has no entry yet can be refused, at its ``touch``.
 * ``discard`` marks the key untracked and leaves its filing in place: the dict entry goes when
   that filing comes due (at most ``timeout`` plus a tick later), or is reused by a new touch.
+* The state and the hot path live in the idle core, ``IdleTimeouts``' base class: pure Python
+  in :mod:`aiowheel._idlecore` (the specification), compiled in the wheel's extension when it
+  is built (:mod:`aiowheel._impl` chooses, as for the Timer core). The compiled ``touch`` runs
+  no Python frame; both twins pass the same tests.
+* ``touch`` reads the Timer's clock (``timer.time()``) every time, never a time cached for the
+  loop's pass. The rule and the driver use that clock; a touch dated by an older reading would
+  let its key expire before ``timeout`` had passed since the touch (in the clock everyone else
+  reads), and could extend a period that had already ended. (A Timer whose clock were itself
+  cached per pass would keep the guarantees, every reader seeing the same time; none of the
+  backends' is: asyncio's, uvloop's -- to the millisecond -- and trio's are read afresh at each
+  call.) On asyncio's own loops the clock is ``time.monotonic``, which the compiled touch
+  reads through the C function behind it: the same value, without making a float object.
 
 ``key in idle``, ``len(idle)`` and ``idle.deadline(key)`` describe the tracking state and never
 expire anything: between ``E`` and the moment its expiry is processed, a key is still counted
