@@ -60,7 +60,7 @@ what comes before it):
 * ``_cloop.pxi`` -- the wheel-backed event loop's timers, the twin of :mod:`aiowheel._loopcore`;
 * ``_cidle.pxi`` -- idle expiry's touch and filing, the twin of :mod:`aiowheel._idlecore`.
 
-To add a compiled part (say, a wheel-backed loop's handle, or IdleTimeouts' touch): write its
+To add a compiled part (as the loop's timers and IdleTimeouts' touch were added): write its
 pure twin first, as the specification, in its own module; write the part as ``_c<name>.pxi``
 here, starting with a comment naming its twin, and ``include`` it at the end of this file (after
 what it uses); take its checks and messages from :mod:`aiowheel._checks`, never from the pure
