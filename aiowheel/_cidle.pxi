@@ -21,6 +21,7 @@ from cpython.float cimport PyFloat_FromDouble
 from cpython.long cimport PyLong_AsDouble
 
 import contextvars as _contextvars
+from types import GenericAlias as _GenericAlias
 from time import monotonic as _MONOTONIC
 
 cdef extern from *:
@@ -155,8 +156,9 @@ cdef class IdleCore:
 
     @classmethod
     def __class_getitem__(cls, item):
-        # IdleCore[K] in base classes: the compiled class is not generic at runtime.
-        return cls
+        # IdleCore[K] in base classes, and IdleTimeouts[str] (which inherits this) anywhere: an
+        # alias, as subscripting the pure twin's Generic gives.
+        return _GenericAlias(cls, item)
 
     @property
     def timeout(self):

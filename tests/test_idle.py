@@ -923,3 +923,10 @@ def test_on_the_monotonic_clock_touch_reads_the_timers_own_time() -> None:
                 core.close()
 
     asyncio.run(main())
+
+
+def test_subscripting_gives_an_alias_on_both_twins() -> None:
+    """``IdleTimeouts[str]`` in annotations and at runtime, whichever core it is built on."""
+    alias = IdleTimeouts[str]
+    assert alias is not IdleTimeouts and alias.__origin__ is IdleTimeouts  # type: ignore[attr-defined]
+    assert alias.__args__ == (str,)  # type: ignore[attr-defined]

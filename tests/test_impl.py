@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import aiowheel
-from aiowheel import _impl
 from aiowheel import _idlecore as pure_idle
+from aiowheel import _impl
 from aiowheel import _timercore as pure_core
 from aiowheel import wheel as pure
 
