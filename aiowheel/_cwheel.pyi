@@ -1,13 +1,15 @@
 """Types of the extension aiowheel/_cwheel.pyx: the compiled wheel (the same API as
-:mod:`aiowheel.wheel`) and Timer core (the same API as :mod:`aiowheel._timercore`)."""
+:mod:`aiowheel.wheel`), Timer core (the same API as :mod:`aiowheel._timercore`), loop core (as
+:mod:`aiowheel._loopcore`) and idle core (as :mod:`aiowheel._idlecore`)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from contextvars import Context
 from typing import Any, Generic, SupportsFloat, SupportsIndex, TypeVar
 
 __all__ = [
     "Entry",
     "HierarchicalWheel",
+    "IdleCore",
     "LoopCore",
     "LoopTimerHandle",
     "TimerCore",
@@ -21,6 +23,7 @@ __all__ = [
 P = TypeVar("P")
 E = TypeVar("E", bound=Entry[Any])
 H = TypeVar("H", bound=TimerHandle)
+K = TypeVar("K", bound=Hashable)
 
 def ceil_ticks(t: float, tick: float) -> int: ...
 def floor_ticks(t: float, tick: float) -> int: ...
@@ -189,3 +192,21 @@ def loop_call_at(
     *args: Any,
     context: Context | None = None,
 ) -> Any: ...
+
+class IdleCore(Generic[K]):
+    _timer: TimerCore
+    _timeout: float
+    _len: int
+    _closed: bool
+
+    def __init__(self, timer: Any, timeout: float, on_expire: Callable[[K], object]) -> None: ...
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def closed(self) -> bool: ...
+    def touch(self, key: K) -> None: ...
+    def discard(self, key: K) -> bool: ...
+    def __contains__(self, key: object) -> bool: ...
+    def __len__(self) -> int: ...
+    def deadline(self, key: K) -> float | None: ...
+    def close(self) -> None: ...

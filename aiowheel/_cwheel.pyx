@@ -57,9 +57,10 @@ what comes before it):
 * ``_csort.pxi`` -- sorting a due batch;
 * this file -- the levels, the heap and :class:`HierarchicalWheel`;
 * ``_ctimercore.pxi`` -- the Timer core, the twin of :mod:`aiowheel._timercore`;
-* ``_cloop.pxi`` -- the wheel-backed event loop's timers, the twin of :mod:`aiowheel._loopcore`.
+* ``_cloop.pxi`` -- the wheel-backed event loop's timers, the twin of :mod:`aiowheel._loopcore`;
+* ``_cidle.pxi`` -- idle expiry's touch and filing, the twin of :mod:`aiowheel._idlecore`.
 
-To add a compiled part (say, a wheel-backed loop's handle, or IdleTimeouts' touch): write its
+To add a compiled part (as the loop's timers and IdleTimeouts' touch were added): write its
 pure twin first, as the specification, in its own module; write the part as ``_c<name>.pxi``
 here, starting with a comment naming its twin, and ``include`` it at the end of this file (after
 what it uses); take its checks and messages from :mod:`aiowheel._checks`, never from the pure
@@ -103,6 +104,7 @@ from aiowheel._checks import (
 __all__ = [
     "Entry",
     "HierarchicalWheel",
+    "IdleCore",
     "LoopCore",
     "LoopTimerHandle",
     "TimerCore",
@@ -821,3 +823,8 @@ include "_ctimercore.pxi"
 # -- the wheel-backed event loop's timers ---------------------------------------------------------
 
 include "_cloop.pxi"
+
+
+# -- idle expiry's touch ------------------------------------------------------------------------
+
+include "_cidle.pxi"

@@ -10,7 +10,9 @@ by setup.py when a C compiler is available:
   :class:`aiowheel.Timer`) and :class:`TimerHandle`, specified by :mod:`aiowheel._timercore`;
 * the wheel-backed event loop's timers -- :class:`LoopCore` and :class:`LoopTimerHandle` (the
   loop's ``TimerHandle``) and the loop's ``call_later`` / ``call_at`` (:func:`loop_call_later`,
-  :func:`loop_call_at`), specified by :mod:`aiowheel._loopcore`.
+  :func:`loop_call_at`), specified by :mod:`aiowheel._loopcore`;
+* idle expiry's touch and filing -- :class:`IdleCore` (the base class of
+  :class:`aiowheel.IdleTimeouts`), specified by :mod:`aiowheel._idlecore`.
 
 The layers above import these names from here, never from the pure modules or the extension
 directly, and always get all of them from the same side: the compiled Timer core files its
@@ -30,6 +32,7 @@ __all__ = [
     "COMPILED",
     "Entry",
     "HierarchicalWheel",
+    "IdleCore",
     "LoopCore",
     "LoopTimerHandle",
     "TimerCore",
@@ -45,6 +48,7 @@ COMPILED: bool
 
 # Type checkers see the pure classes: aiowheel/_cwheel.pyi declares the same API.
 if TYPE_CHECKING or os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
+    from aiowheel._idlecore import IdleCore
     from aiowheel._loopcore import LoopCore
     from aiowheel._loopcore import TimerHandle as LoopTimerHandle
     from aiowheel._loopcore import call_at as loop_call_at
@@ -58,6 +62,7 @@ else:
         from aiowheel._cwheel import (
             Entry,
             HierarchicalWheel,
+            IdleCore,
             LoopCore,
             LoopTimerHandle,
             TimerCore,
@@ -68,6 +73,7 @@ else:
             loop_call_later,
         )
     except ImportError:  # not built: no C compiler or Cython at install time
+        from aiowheel._idlecore import IdleCore
         from aiowheel._loopcore import LoopCore
         from aiowheel._loopcore import TimerHandle as LoopTimerHandle
         from aiowheel._loopcore import call_at as loop_call_at

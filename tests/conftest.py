@@ -8,8 +8,9 @@ Async tests use anyio's pytest plugin (``@pytest.mark.anyio``) and run three tim
   waits ask for the ``virtual_time`` fixture, which skips them there;
 * ``trio`` -- trio with ``MockClock(autojump_threshold=0)``: virtual time too.
 
-Twins. The wheel and the Timer core have a pure-Python twin (:mod:`aiowheel.wheel`,
-:mod:`aiowheel._timercore`) and a compiled one (:mod:`aiowheel._cwheel`). A test of the twins
+Twins. The wheel, the Timer core and the idle core have a pure-Python twin
+(:mod:`aiowheel.wheel`, :mod:`aiowheel._timercore`, :mod:`aiowheel._idlecore`) and a compiled one
+(:mod:`aiowheel._cwheel`). A test of the twins
 themselves takes the ``impl`` fixture -- an :class:`Impl` holding one twin's classes and functions
 -- and one pytest run runs it on both: ``impl.name`` is ``"pure"`` or ``"compiled"``, and the
 compiled one is skipped when the extension is not built or ``AIOWHEEL_NO_EXTENSIONS`` is set. A
@@ -77,6 +78,7 @@ class Impl:
     HierarchicalWheel: Any
     TimerCore: Any
     TimerHandle: Any
+    IdleCore: Any
     ceil_ticks: Callable[[Any, Any], int]
     floor_ticks: Callable[[Any, Any], int]
 
@@ -88,23 +90,24 @@ class Impl:
 def load_impl(name: str) -> Impl:
     """The ``name`` twin; skips the calling test if it is the compiled one and is not built."""
     if name == "pure":
-        from aiowheel import _timercore, wheel
+        from aiowheel import _idlecore, _timercore, wheel
 
-        modules = (wheel, _timercore)
+        modules = (wheel, _timercore, _idlecore)
     elif name == "compiled":
         if os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
             pytest.skip("AIOWHEEL_NO_EXTENSIONS is set: pure Python only")
         compiled = pytest.importorskip("aiowheel._cwheel", reason="the compiled twin is not built")
-        modules = (compiled, compiled)
+        modules = (compiled, compiled, compiled)
     else:
         raise ValueError(f"no twin named {name!r}: expected one of {IMPLS}")
-    wheel, core = modules
+    wheel, core, idle = modules
     return Impl(
         name,
         wheel.Entry,
         wheel.HierarchicalWheel,
         core.TimerCore,
         core.TimerHandle,
+        idle.IdleCore,
         wheel.ceil_ticks,
         wheel.floor_ticks,
     )

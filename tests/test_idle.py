@@ -17,12 +17,16 @@ from __future__ import annotations
 import asyncio
 import math
 import random
-from collections.abc import Hashable
+import time
+from collections.abc import Callable, Hashable
+from fractions import Fraction
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
 import sniffio
+from conftest import IMPLS, load_impl, selected_impl
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -64,6 +68,13 @@ def jump(seconds: float) -> None:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, VirtualTimeLoop)
         loop.advance(seconds)
+
+
+def available_twins() -> list[Impl]:
+    """The idle core's twins this process can run: the pure one, and the compiled one when
+    :mod:`aiowheel._impl` selected it (it is built and not switched off)."""
+    names = IMPLS if selected_impl() == "compiled" else ("pure",)
+    return [load_impl(name) for name in names]
 
 
 class Expired:
@@ -650,19 +661,27 @@ operations = st.lists(
 def test_matches_the_model(
     ops: list[tuple[str, Any]], timeout: float, tick: float, start: float
 ) -> None:
+    """Both twins of the idle core side by side on one Timer (the compiled one where it is
+    built), each against the model: the same expiries at the same times, the same state."""
+    twins = available_twins()
+
     async def main() -> None:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, VirtualTimeLoop)
         async with Timer(tick=tick) as timer:
             model = Model(timeout, tick, sticky={"r"})
-            log: list[tuple[str, float]] = []
+            logs: list[list[tuple[str, float]]] = [[] for _ in twins]
+            cores: list[Any] = []
 
-            def on_expire(key: str) -> None:
-                log.append((key, timer.time()))
-                if key in model.sticky:
-                    idle.touch(key)
+            def expirer(index: int) -> Callable[[str], None]:
+                def on_expire(key: str) -> None:
+                    logs[index].append((key, timer.time()))
+                    if key in model.sticky:
+                        cores[index].touch(key)
 
-            idle = IdleTimeouts(timer, timeout, on_expire)
+                return on_expire
+
+            cores += [twin.IdleCore(timer, timeout, expirer(i)) for i, twin in enumerate(twins)]
             for op, arg in ops:
                 now = loop.time()
                 if op in ("sleep to", "jump to"):
@@ -677,10 +696,12 @@ def test_matches_the_model(
                         assert loop.time() == when
                         model.sleep(now, when)
                 elif op == "touch":
-                    idle.touch(arg)
+                    for core in cores:
+                        core.touch(arg)
                     model.touch(arg, now)
                 elif op == "discard":
-                    assert idle.discard(arg) == model.discard(arg, now)
+                    results = [core.discard(arg) for core in cores]
+                    assert results == [model.discard(arg, now)] * len(cores)
                 elif op == "jump":
                     loop.advance(arg)
                 else:
@@ -689,10 +710,223 @@ def test_matches_the_model(
                     await asyncio.sleep(0)
                     await asyncio.sleep(0)
                     model.sleep(now, loop.time())
-                assert sorted(log) == sorted(model.log)
-                assert len(idle) == len(model.deadlines)
-                for key in KEYS:
-                    assert idle.deadline(key) == model.deadlines.get(key)
-                    assert (key in idle) == (key in model.deadlines)
+                for core, log in zip(cores, logs, strict=True):
+                    assert sorted(log) == sorted(model.log)
+                    assert len(core) == len(model.deadlines)
+                    for key in KEYS:
+                        assert core.deadline(key) == model.deadlines.get(key)
+                        assert (key in core) == (key in model.deadlines)
+            for core in cores:
+                core.close()
 
     run(main(), start=start)
+
+
+# -- the twins: the same errors and results on odd inputs ----------------------------------------
+# The idle core has a pure twin (aiowheel._idlecore, the specification) and a compiled one
+# (aiowheel/_cidle.pxi): every test above runs on the one aiowheel._impl selected (the whole
+# suite runs twice, see conftest.py), test_matches_the_model on both side by side, and these on
+# both side by side on what the compiled touch's fast path must hand to the slow one.
+
+
+def outcome(call: Callable[[], object]) -> tuple[object, ...]:
+    """What a call did: its result, or its exception's type and message."""
+    try:
+        return ("returned", call())
+    except Exception as exc:
+        return ("raised", type(exc), str(exc))
+
+
+def test_rejects_a_timer_that_is_not_one() -> None:
+    with pytest.raises(TypeError, match=r"timer must be an aiowheel\.Timer, got None"):
+        IdleTimeouts(None, 1, print)  # type: ignore[arg-type]
+
+
+class Collides:
+    """A key equal to nothing else, whose hash collides with every other Collides."""
+
+    def __init__(self, name: str, fail: type[Exception] | None = None) -> None:
+        self.name = name
+        self.fail = fail
+
+    def __hash__(self) -> int:
+        return 7
+
+    def __eq__(self, other: object) -> bool:
+        fail = self.fail or getattr(other, "fail", None)  # whichever side the dict asks
+        if fail is not None:
+            raise fail("a key refuses to compare")
+        return self is other
+
+
+class Unhashable:
+    def __hash__(self) -> int:
+        raise ValueError("no hash for you")
+
+
+@pytest.mark.parametrize("bad", ["unhashable", "hash raises", "eq raises", "eq raises KeyError"])
+def test_hostile_keys_fail_alike_and_change_nothing(bad: str) -> None:
+    """A key a dict cannot take raises what the dict raises, on both twins, and leaves every
+    other key as it was."""
+
+    async def main() -> list[tuple[object, ...]]:
+        seen = []
+        async with Timer(tick=TICK) as timer:
+            for twin in available_twins():
+                core = twin.IdleCore(timer, 1.0, print)
+                tracked = Collides("tracked")
+                core.touch(tracked)
+                key: object = {
+                    "unhashable": [],
+                    "hash raises": Unhashable(),
+                    "eq raises": Collides("bad", ValueError),
+                    "eq raises KeyError": Collides("bad", KeyError),
+                }[bad]
+                result = [outcome(partial(core.touch, key)), outcome(partial(core.discard, key))]
+                result += [
+                    outcome(partial(core.__contains__, key)),
+                    outcome(partial(core.deadline, key)),
+                ]
+                assert len(core) == 1 and tracked in core and core.deadline(tracked) == 1.0
+                assert all(kind == "raised" for kind, *_ in result)
+                seen.append(tuple(result))
+                core.close()
+        return seen
+
+    results = run(main())
+    assert all(result == results[0] for result in results)
+
+
+@pytest.mark.parametrize(
+    ("tick", "timeout", "clock"),
+    [
+        (1, 3, [0, 1, 2, 3, 5, 9, 12]),  # an int clock and tick: ints throughout
+        (0.25, 1, [Fraction(1, 3), Fraction(5, 3), Fraction(9, 4), 7]),  # exact fractions
+        (2**60, 2**61, [0.0, 2.0**60, 2.0**62, 2.0**63]),  # deadlines beyond 2**53: ints
+        (10**307, 10**309, [0.5]),  # an int timeout beyond doubles: float + int overflows
+    ],
+    ids=["int-clock", "fraction-clock", "huge-int-tick", "huge-int-timeout"],
+)
+def test_odd_clocks_and_ticks_give_the_same_deadlines(
+    tick: Any, timeout: Any, clock: list[Any]
+) -> None:
+    """Times the compiled touch cannot hold in doubles take the slow path, with the spec's
+    results: at each clock reading touch and discard two keys, then touch them again once
+    their periods ended (the expiry happens inside the touch)."""
+
+    async def main() -> list[list[object]]:
+        seen = []
+        async with Timer(tick=tick) as timer:
+            real_clock = timer._time
+            for twin in available_twins():
+                events: list[object] = []
+                core = twin.IdleCore(timer, timeout, events.append)
+                for now in clock:
+                    timer._time = lambda now=now: now
+                    events.append(outcome(partial(core.touch, "a")))
+                    events.append(outcome(partial(core.touch, "b")))
+                    events.append(outcome(partial(core.discard, "b")))
+                    events.append((core.deadline("a"), core.deadline("b"), len(core)))
+                timer._time = real_clock
+                core.close()
+                seen.append(events)
+        return seen
+
+    results = run(main())
+    assert all(result == results[0] for result in results)
+    first = results[0]
+    if timeout < 2**1024:
+        assert first[:3] == [("returned", None), ("returned", None), ("returned", True)]
+        assert first[3] == (ceil_rule(clock[0] + timeout, tick), None, 1)
+    else:
+        assert first[0] == ("raised", OverflowError, "int too large to convert to float")
+
+
+def ceil_rule(w: Any, tick: Any) -> Any:
+    """The rule's rounding on any numbers: the smallest ``q * tick >= w``."""
+    q = math.ceil(w / tick)
+    if q * tick < w:
+        q += 1
+    elif (q - 1) * tick >= w:
+        q -= 1
+    return q * tick
+
+
+def test_closing_inside_a_late_touch_fails_it_alike() -> None:
+    """on_expire closing the object while a late touch expires the ended period: the touch
+    then raises, as any touch of a closed IdleTimeouts does, on both twins."""
+
+    async def main() -> list[list[object]]:
+        seen = []
+        async with Timer(tick=TICK) as timer:
+            for twin in available_twins():
+                events: list[object] = []
+                closing: list[Any] = []
+
+                def on_expire(
+                    key: str, events: list[object] = events, closing: list[Any] = closing
+                ) -> None:
+                    events.append(key)
+                    closing[0].close()
+
+                core = twin.IdleCore(timer, 1.0, on_expire)
+                closing.append(core)
+                core.touch("a")
+                jump(2.0)
+                events.append(outcome(partial(core.touch, "a")))
+                events.append((len(core), "a" in core, core.closed))
+                events.append(outcome(partial(core.touch, "b")))
+                seen.append(events)
+        return seen
+
+    results = run(main())
+    assert results[0] == [
+        "a",
+        ("raised", RuntimeError, "IdleTimeouts is closed"),
+        (0, False, True),
+        ("raised", RuntimeError, "IdleTimeouts is closed"),
+    ]
+    assert all(result == results[0] for result in results)
+
+
+def test_on_the_monotonic_clock_touch_reads_the_timers_own_time() -> None:
+    """On asyncio's own loop the Timer's clock is time.monotonic, which the compiled touch
+    reads through the C function behind it: each deadline is the rule's for a time between
+    the readings around the touch, and no key expires before its deadline (real time)."""
+
+    async def main() -> None:
+        async with Timer(tick=0.001) as timer:
+            assert timer._time is time.monotonic
+            expired: dict[tuple[int, str], float] = {}
+            cores = []
+            for index, twin in enumerate(available_twins()):
+
+                def on_expire(key: str, index: int = index) -> None:
+                    expired[index, key] = time.monotonic()
+
+                cores.append(twin.IdleCore(timer, 0.003, on_expire))
+            deadlines: dict[tuple[int, str], float] = {}
+            for round_ in range(50):
+                for index, core in enumerate(cores):
+                    key = f"k{round_ % 5}"
+                    before = time.monotonic()
+                    core.touch(key)
+                    after = time.monotonic()
+                    deadline = core.deadline(key)
+                    assert expiry(before, 0.003, 0.001) <= deadline <= expiry(after, 0.003, 0.001)
+                    deadlines[index, key] = deadline
+                await asyncio.sleep(0)
+            await asyncio.sleep(0.01)
+            for index_key, deadline in deadlines.items():
+                assert expired[index_key] >= deadline  # never early
+            for core in cores:
+                core.close()
+
+    asyncio.run(main())
+
+
+def test_subscripting_gives_an_alias_on_both_twins() -> None:
+    """``IdleTimeouts[str]`` in annotations and at runtime, whichever core it is built on."""
+    alias = IdleTimeouts[str]
+    assert alias is not IdleTimeouts and alias.__origin__ is IdleTimeouts  # type: ignore[attr-defined]
+    assert alias.__args__ == (str,)  # type: ignore[attr-defined]

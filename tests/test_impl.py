@@ -30,6 +30,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import aiowheel
+from aiowheel import _idlecore as pure_idle
 from aiowheel import _impl
 from aiowheel import _timercore as pure_core
 from aiowheel import wheel as pure
@@ -104,6 +105,7 @@ def public_names(cls: type) -> set[str]:
         ("HierarchicalWheel", pure),
         ("TimerCore", pure_core),
         ("TimerHandle", pure_core),
+        ("IdleCore", pure_idle),
     ],
 )
 def test_same_public_names_and_docstrings(name: str, spec: ModuleType) -> None:
@@ -123,7 +125,7 @@ def test_same_module_functions() -> None:
     assert compiled.__all__ == sorted(
         pure.__all__
         + pure_core.__all__
-        + ["LoopCore", "LoopTimerHandle", "loop_call_at", "loop_call_later"]
+        + ["IdleCore", "LoopCore", "LoopTimerHandle", "loop_call_at", "loop_call_later"]
     )
     for name in ("ceil_ticks", "floor_ticks"):
         compiled_function, pure_function = getattr(compiled, name), getattr(pure, name)
@@ -140,7 +142,11 @@ def test_same_method_signatures() -> None:
         _, *rest = inspect.signature(func).parameters.values()
         return [(p.name, p.kind, p.default) for p in rest]
 
-    for spec, name in ((pure, "HierarchicalWheel"), (pure_core, "TimerCore")):
+    for spec, name in (
+        (pure, "HierarchicalWheel"),
+        (pure_core, "TimerCore"),
+        (pure_idle, "IdleCore"),
+    ):
         for attr in public_names(getattr(spec, name)):
             method = getattr(getattr(spec, name), attr)
             if callable(method):

@@ -14,8 +14,8 @@ The layers, lowest first (``aiowheel/__init__.py`` states the same):
    buckets);
 1. the wheel twins -- :mod:`aiowheel.wheel` and the compiled extension :mod:`aiowheel._cwheel`
    (wheel and Timer core) -- and the event-loop adapters :mod:`aiowheel._backends`;
-2. the pure Timer core :mod:`aiowheel._timercore` and the pure loop core
-   :mod:`aiowheel._loopcore` (over the pure wheel);
+2. the pure Timer core :mod:`aiowheel._timercore`, the pure loop core :mod:`aiowheel._loopcore`
+   and the pure idle core :mod:`aiowheel._idlecore` (over the pure wheel);
 3. the selector :mod:`aiowheel._impl`;
 4. the Timer layer: :mod:`aiowheel.timer` and :mod:`aiowheel.timeouts`;
 5. features on the Timer: :mod:`aiowheel.idle`, the event loop :mod:`aiowheel.loop` (a package:
@@ -49,6 +49,7 @@ LAYERS: dict[str, int] = {
     "aiowheel._backends._trio": 1,
     "aiowheel._timercore": 2,
     "aiowheel._loopcore": 2,
+    "aiowheel._idlecore": 2,
     "aiowheel._impl": 3,
     "aiowheel.timeouts": 4,
     "aiowheel.timer": 4,
@@ -66,7 +67,13 @@ LAYERS: dict[str, int] = {
 }
 
 # The twins: above the selector, reached only through aiowheel._impl.
-TWINS = {"aiowheel.wheel", "aiowheel._timercore", "aiowheel._loopcore", "aiowheel._cwheel"}
+TWINS = {
+    "aiowheel.wheel",
+    "aiowheel._timercore",
+    "aiowheel._loopcore",
+    "aiowheel._idlecore",
+    "aiowheel._cwheel",
+}
 SELECTOR_LAYER = LAYERS["aiowheel._impl"]
 
 # Known exceptions, each to be removed when it is fixed (the test fails when one is obsolete).
