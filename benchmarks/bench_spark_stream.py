@@ -203,7 +203,8 @@ def summary_table(results: dict[str, Any]) -> str:
             )
             agrees = all(run.get("agrees_with_replay", True) for run in runs)
             lines.append(
-                f"| {master} | {replay_rate:,.0f} | {versus_lead:.2f}x | {api} | {rate:,.0f} ({low:,.0f}-{high:,.0f}) "
+                f"| {master} | {replay_rate:,.0f} | {versus_lead:.2f}x | {api} "
+                f"| {rate:,.0f} ({low:,.0f}-{high:,.0f}) "
                 f"| {statistics.median(run['cpu'] for run in runs):.1f} | {per_batch:,.0f} "
                 f"| 1/{replay_rate / rate:.1f} | {rate / first[api]:.2f}x "
                 f"| {runs[0]['partitions']} / {runs[0]['shards']} | {'yes' if agrees else 'NO'} |"
