@@ -57,6 +57,19 @@ def _path(text: str) -> str:
     return text if "://" in text else os.path.abspath(text)
 
 
+def _shards(text: str) -> int:
+    """Parse a shard count: a whole number >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"shards must be a whole number >= 1, got {text!r}"
+        ) from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"shards must be a whole number >= 1, got {text!r}")
+    return value
+
+
 def _timeouts(text: str) -> list[float]:
     """Parse ``"15,30,60"`` into seconds."""
     try:
@@ -149,6 +162,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="keep running with one micro-batch per interval, e.g. '10 seconds' "
         "(default: process the files there and stop)",
+    )
+    live.add_argument(
+        "--shards",
+        type=_shards,
+        default=None,
+        help="groups keys are hashed into (default: 8 per shuffle partition); a restart "
+        "must keep the number the checkpoint was started with",
+    )
+    live.add_argument(
+        "--api",
+        choices=["row", "pandas"],
+        default="row",
+        help="the operator: row (transformWithState, default) or pandas "
+        "(transformWithStateInPandas)",
     )
     live.add_argument(
         "--feed",
@@ -369,6 +396,8 @@ def _stream(spark: SparkSession, args: argparse.Namespace, console: Console) -> 
         delay=args.delay,
         format=args.format,
         processing_time=args.processing_time,
+        shards=args.shards,
+        api=args.api,
     )
     with console.status("streaming") as status:
         try:

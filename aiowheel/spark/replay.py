@@ -122,26 +122,34 @@ def _bounded(log: DataFrame, bound: float | None) -> DataFrame:
 
 
 def _unique(log: DataFrame) -> DataFrame:
-    """``key``, ``ts``, ``rank`` and ``event_id`` of the normalised ``log``, one row per copy
-    group, hash-partitioned by key.
+    """``hash``, ``key``, ``ts``, ``rank`` and ``event_id`` of the normalised ``log``, one row
+    per copy group, hash-partitioned by ``(hash, key)``; ``hash`` is ``xxhash64(key)``.
 
-    One shuffle by key serves the de-duplication and the rule's window: hash partitioning on
-    ``key`` satisfies the clustering on ``(key, event_id)`` the de-duplication window asks for,
-    so it needs no shuffle of its own (it still sorts). An event without an id is a group of
-    its own. The first copy by ``(ts, rank)`` is kept.
+    The de-duplication and the rule's window (:func:`timer_periods`) partition alike, by
+    ``(hash, key)`` with the same ``hash`` column, so the plan has a single shuffle, which
+    Spark's adaptive execution may coalesce (an explicit ``repartition`` would keep it from
+    that). The hash in front gives each sort an 8-byte prefix that tells keys apart (keys such
+    as "conn-0000123" share their first 8 bytes). Within a key, ordered by ``(event_id, ts,
+    rank)``, the copies of one id are neighbours and the first by ``(ts, rank)`` leads: a row
+    whose predecessor has its (non-null) id is a copy. An event without an id is never one.
     """
     ranked = log.select(
-        "key", "ts", kind_rank(F.col("kind")).alias("rank"), "event_id"
-    ).repartition("key")
-    # A hash of the key in front gives the sort an 8-byte prefix that tells keys apart (keys
-    # such as "conn-0000123" share their first 8 bytes), and leaves the rows sorted by it and
-    # the key for the rule's window, whose sort then finds them almost in order. Hash
-    # partitioning on key satisfies this window's clustering, so it costs no shuffle.
-    copies = Window.partitionBy(F.xxhash64("key"), "key", "event_id").orderBy("ts", "rank")
+        F.xxhash64("key").alias("hash"),
+        "key",
+        "ts",
+        kind_rank(F.col("kind")).alias("rank"),
+        "event_id",
+    )
+    copies = Window.partitionBy("hash", "key").orderBy("event_id", "ts", "rank")
+    previous = F.lag("event_id").over(copies)
     return (
-        ranked.withColumn("copy", F.row_number().over(copies))
-        .filter(F.col("event_id").isNull() | (F.col("copy") == F.lit(1)))
-        .drop("copy")
+        ranked.withColumn("previous", previous)
+        .filter(
+            F.col("event_id").isNull()
+            | F.col("previous").isNull()
+            | (F.col("previous") != F.col("event_id"))
+        )
+        .drop("previous")
     )
 
 
@@ -169,8 +177,8 @@ def timer_periods(
     bound = _check_horizon(horizon)
     log = normalize_events(events)
     unique = _unique(_bounded(log, bound))
-    # The same hash prefix as the de-duplication's sort (see _unique).
-    order = Window.partitionBy(F.xxhash64("key"), "key").orderBy("ts", "rank")
+    # The same partitioning as the de-duplication's: no second shuffle (see _unique).
+    order = Window.partitionBy("hash", "key").orderBy("ts", "rank")
     touches = unique.select("key", "ts", "rank", F.lead("ts").over(order).alias("next_ts")).filter(
         F.col("rank") != F.lit(CLOSE_RANK)
     )

@@ -137,8 +137,9 @@ class IdleExpiryProcessor(_ShardVisits):
     ) -> Iterator[Row]:
         """Add the keys' new events; apply and emit what the watermark has passed."""
         arrived: dict[str, list[Event]] = defaultdict(list)
-        for row in rows:  # key, ts, rank, event_id (by position)
-            arrived[row[0]].append((row[1], row[2], row[3]))
+        # By position, unpacked as a tuple (a Row's own indexing is Python code).
+        for name, ts, rank, event_id, _event_time, _shard in rows:
+            arrived[name].append((ts, rank, event_id))
         return _rows(self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None))
 
     def handleExpiredTimer(
@@ -224,8 +225,9 @@ def expiry_stream(
         shards = SHARDS_PER_PARTITION * int(partitions)
     else:
         shards = check_count(shards, "shards", 1, 2**31 - 1, optional=True)
-    # The processors read rows by position: key, ts, rank, event_id (event_time carries the
-    # watermark, by which Spark drops late events before they reach a processor).
+    # The processors read rows by position: key, ts, rank, event_id, event_time, shard
+    # (event_time carries the watermark, by which Spark drops late events before they reach a
+    # processor). Every column costs the row operator a conversion per row: keep them few.
     keyed = (
         normalize_events(events)
         .select(

@@ -164,6 +164,28 @@ def test_a_late_copy_within_the_delay_counts_once() -> None:
     assert sorted(model.emitted) == [("a", 30.0, 55.0, 25.0)]
 
 
+def test_pending_events_are_kept_in_rule_order_and_applied_once_passed() -> None:
+    rule = IdleRule([30.0], 1.0, 10.0)
+    # Arrived out of order, none passed by the watermark (5 s): all pending, in (ts, kind)
+    # order; the key wakes at the first expiry they lead to.
+    first = rule.visit(None, [(9.0, 1, "x"), (7.0, 2, None), (7.0, 0, "y"), (8.0, 1, None)], 5_000)
+    assert first.expiries == []
+    assert first.state is not None
+    assert first.state.applied == 0
+    assert first.state.recent == [(7.0, 0, "y"), (7.0, 2, None), (8.0, 1, None), (9.0, 1, "x")]
+    assert first.state.wake == 39_000  # the touch at 9 s, if nothing follows, expires at 39 s
+    # More arrive, one of them a copy of y: the watermark (8 s) passes the first three in rule
+    # order, the copy counts once, and only y (with an id, within the delay) is remembered.
+    second = rule.visit(first.state, [(7.5, 1, "y"), (12.0, 1, None)], 8_000)
+    assert second.expiries == []
+    assert second.state is not None
+    assert second.state.last_seen == 8.0
+    assert second.state.recent[: second.state.applied] == [(7.0, 0, "y")]
+    assert second.state.recent[second.state.applied :] == [(9.0, 1, "x"), (12.0, 1, None)]
+    # The key is touched at 12 last: it wakes at its deadline, 12 + 30.
+    assert second.state.wake == 42_000
+
+
 def test_wake_ms_is_the_first_millisecond_at_or_after() -> None:
     for t in (0.0, 0.001, 0.0015, 1.1, 30.001, 1e6 + 0.001, 1.7e9 + 0.123, -2.5):
         m = wake_ms(t)

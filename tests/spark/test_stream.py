@@ -1,18 +1,23 @@
 """stream's arguments: a bad value is refused before any query starts, naming the value.
 
 What the stream emits is tested in test_agreement.py (against replay and IdleTimeouts, across
-restarts) and its per-key logic in test_keystate.py.
+restarts) and its per-key logic in test_keystate.py. The command line's stream options are
+checked here too.
 """
 
 from __future__ import annotations
 
+import argparse
+import io
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from rich.console import Console
 
-from aiowheel.spark import EVENT_SCHEMA, expiry_stream
+from aiowheel.spark import EVENT_SCHEMA, cli, expiry_stream
 
 pytestmark = pytest.mark.spark
 
@@ -38,3 +43,72 @@ def test_bad_arguments_are_refused_with_the_value_named(
     arguments: dict[str, Any] = {"timeouts": [30.0], "tick": 0.001, **given}
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         expiry_stream(events, **arguments)
+
+
+def _stream_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aiowheel spark")
+    cli.add_arguments(parser)
+    return parser
+
+
+def test_cli_stream_takes_shards_and_api() -> None:
+    args = _stream_parser().parse_args(["stream", "--shards", "64", "--api", "pandas"])
+    assert (args.shards, args.api) == (64, "pandas")
+    # Without them: the stream's own defaults (8 shards per partition, the row operator).
+    args = _stream_parser().parse_args(["stream"])
+    assert (args.shards, args.api) == (None, "row")
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--shards", "0"], "shards must be a whole number >= 1, got '0'"),
+        (["--shards", "-3"], "shards must be a whole number >= 1, got '-3'"),
+        (["--shards", "2.5"], "shards must be a whole number >= 1, got '2.5'"),
+        (["--api", "arrow"], "invalid choice: 'arrow'"),
+    ],
+)
+def test_cli_stream_refuses_bad_shards_and_api(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        _stream_parser().parse_args(["stream", *argv])
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_stream_hands_shards_and_api_to_the_job(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: dict[str, Any] = {}
+
+    class Stopped:
+        """A query that has already ended cleanly."""
+
+        isActive = False
+        lastProgress = None
+
+        def exception(self) -> None:
+            return None
+
+    def fake_stream(spark: SparkSession, source: str, **kwargs: Any) -> Stopped:
+        started.update(kwargs, source=source)
+        return Stopped()
+
+    monkeypatch.setattr(cli, "stream", fake_stream)
+    args = _stream_parser().parse_args(
+        [
+            "stream",
+            "--source",
+            str(tmp_path / "in"),
+            "--out",
+            str(tmp_path / "out"),
+            "--shards",
+            "12",
+            "--api",
+            "pandas",
+        ]
+    )
+    assert cli._stream(spark, args, Console(file=io.StringIO())) == 0
+    assert (started["shards"], started["api"]) == (12, "pandas")
+    assert started["source"] == str(tmp_path / "in")
