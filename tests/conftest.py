@@ -25,15 +25,11 @@ pytest twice: on the compiled core, then with ``AIOWHEEL_NO_EXTENSIONS=1`` on th
 
 from __future__ import annotations
 
-import functools
-import os
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from twins import IMPLS, Impl, load_impl, selected_impl
 
-from aiowheel import _impl
 from aiowheel.testing import VirtualTimeLoop
 
 BACKENDS = ["asyncio", "uvloop", "trio"]
@@ -62,60 +58,6 @@ def virtual_time(backend_name: str) -> None:
     """Skip on uvloop, the one loop without virtual time."""
     if backend_name == "uvloop":
         pytest.skip("uvloop's clock cannot be virtualised; covered on asyncio and trio")
-
-
-# -- the twins -------------------------------------------------------------------------------------
-
-IMPLS = ("pure", "compiled")
-
-
-@dataclass(frozen=True)
-class Impl:
-    """One twin of the wheel and the Timer core: what :mod:`aiowheel._impl` would select."""
-
-    name: str
-    Entry: Any
-    HierarchicalWheel: Any
-    TimerCore: Any
-    TimerHandle: Any
-    IdleCore: Any
-    ceil_ticks: Callable[[Any, Any], int]
-    floor_ticks: Callable[[Any, Any], int]
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-@functools.cache
-def load_impl(name: str) -> Impl:
-    """The ``name`` twin; skips the calling test if it is the compiled one and is not built."""
-    if name == "pure":
-        from aiowheel import _idlecore, _timercore, wheel
-
-        modules = (wheel, _timercore, _idlecore)
-    elif name == "compiled":
-        if os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
-            pytest.skip("AIOWHEEL_NO_EXTENSIONS is set: pure Python only")
-        compiled = pytest.importorskip("aiowheel._cwheel", reason="the compiled twin is not built")
-        modules = (compiled, compiled, compiled)
-    else:
-        raise ValueError(f"no twin named {name!r}: expected one of {IMPLS}")
-    wheel, core, idle = modules
-    return Impl(
-        name,
-        wheel.Entry,
-        wheel.HierarchicalWheel,
-        core.TimerCore,
-        core.TimerHandle,
-        idle.IdleCore,
-        wheel.ceil_ticks,
-        wheel.floor_ticks,
-    )
-
-
-def selected_impl() -> str:
-    """The twin :mod:`aiowheel._impl` selected in this process."""
-    return "compiled" if _impl.COMPILED else "pure"
 
 
 def pytest_configure(config: pytest.Config) -> None:

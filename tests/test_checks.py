@@ -38,7 +38,7 @@ from aiowheel.loop import run as run_on_wheel_loop
 from aiowheel.testing import VirtualTimeLoop, run
 
 if TYPE_CHECKING:
-    from conftest import Impl
+    from twins import Impl
 
 np = pytest.importorskip("numpy")
 

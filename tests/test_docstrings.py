@@ -20,7 +20,7 @@ import pytest
 import aiowheel
 
 if TYPE_CHECKING:
-    from conftest import Impl
+    from twins import Impl
 
 TWIN_NAMES = ("Entry", "HierarchicalWheel", "TimerCore", "TimerHandle", "ceil_ticks", "floor_ticks")
 TWIN_MODULES = {"aiowheel.wheel", "aiowheel._timercore", "aiowheel._cwheel"}

@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 import sniffio
-from conftest import IMPLS, load_impl, selected_impl
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from twins import IMPLS, load_impl, selected_impl
 
 from aiowheel import PendingLimitError, Timer
 from aiowheel.idle import IdleTimeouts
 from aiowheel.testing import VirtualTimeLoop, run
 
 if TYPE_CHECKING:
-    from conftest import Impl
+    from twins import Impl
 
     from aiowheel._impl import HierarchicalWheel
 

@@ -36,7 +36,7 @@ from aiowheel import _timercore as pure_core
 from aiowheel import wheel as pure
 
 if TYPE_CHECKING:
-    from conftest import Impl
+    from twins import Impl
 
 try:
     from aiowheel import _cwheel as compiled

@@ -31,7 +31,7 @@ from hypothesis.stateful import (
 )
 
 if TYPE_CHECKING:
-    from conftest import Impl
+    from twins import Impl
 
     from aiowheel._impl import Entry, HierarchicalWheel
 

@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import Context, copy_context
 from typing import Any
 
+_sniffio_local: Any
 try:  # what anyio (and other libraries) ask which async library runs; optional
     from sniffio import thread_local as _sniffio_local
 except ImportError:  # pragma: no cover - anyio without sniffio checks for a running loop
