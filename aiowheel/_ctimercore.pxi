@@ -506,7 +506,7 @@ cdef class TimerCore:
         cdef TimerHandle handle
         cdef object callback, args, context
         cdef bint one_arg
-        cdef double now_seconds, lateness, worst, total = 0.0
+        cdef double now_seconds, lateness
         now = self._time()
         due = self._wheel.advance_entries(now)
         n = PyList_GET_SIZE(due)
@@ -516,21 +516,24 @@ cdef class TimerCore:
         if _deadline(<Entry>PyList_GET_ITEM(due, n - 1)) > now:  # impossible; counted as proof
             self._early += sum(1 for entry in due if _deadline(<Entry>entry) > now)
         now_seconds = now
-        worst = self._max_lateness
         try:
             for i in range(n):
+                if i and i % _STRIDE == 0:
+                    # Before the cancelled check (every 16th entry, cancelled or not) and before
+                    # index moves on (if the clock raises, this entry is re-filed below).
+                    now_seconds = self._time()
                 index = i
                 handle = <TimerHandle?>due[i]
                 if handle._cancelled:  # by an earlier callback of this batch
                     skipped += 1
                     continue
-                if i and i % _STRIDE == 0:
-                    now_seconds = self._time()
+                # Counted per callback, so that stats() in a callback adds up: fired is the
+                # histogram's count.
                 lateness = now_seconds - _deadline_seconds(handle)
                 self._lateness[_lateness_bucket(lateness)] += 1
-                total += lateness
-                if lateness > worst:
-                    worst = lateness
+                self._lateness_sum += lateness
+                if lateness > self._max_lateness:
+                    self._max_lateness = lateness
                 callback = _get(handle, _OFF_PAYLOAD, "payload")
                 args = handle._arguments
                 one_arg = handle._one_arg
@@ -545,8 +548,8 @@ cdef class TimerCore:
                 except BaseException as exc:  # as asyncio's Handle._run
                     self._report(callback, (args,) if one_arg else args, exc, handle)
         except BaseException:
-            # SystemExit or KeyboardInterrupt from a callback: the rest of the batch stays
-            # scheduled (due at once) instead of being lost.
+            # SystemExit or KeyboardInterrupt from a callback (or an error of the clock): the
+            # rest of the batch stays scheduled (due at once) instead of being lost.
             for i in range(index + 1, n):
                 handle = <TimerHandle>due[i]
                 if not handle._cancelled:
@@ -554,8 +557,6 @@ cdef class TimerCore:
             raise
         finally:
             self._fired += index + 1 - skipped
-            self._max_lateness = worst
-            self._lateness_sum += total
             self._snapshot = None
 
 

@@ -287,21 +287,24 @@ class TimerCore:
         if due[-1].deadline > now:  # impossible by the wheel's construction; counted as proof
             self._early += sum(1 for handle in due if handle.deadline > now)
         counts = self._lateness
-        worst = self._max_lateness
-        total = 0.0  # this pass's lateness, added to _lateness_sum once
         index = skipped = 0
         try:
-            for index, handle in enumerate(due):
+            for i, handle in enumerate(due):
+                if i and not i % CLOCK_STRIDE:
+                    # Before the cancelled check (every 16th entry, cancelled or not) and before
+                    # index moves on (if the clock raises, this entry is re-filed below).
+                    now = self._time()
+                index = i
                 if handle._cancelled:  # by an earlier callback of this batch
                     skipped += 1
                     continue
-                if index and not index % CLOCK_STRIDE:
-                    now = self._time()
+                # Counted per callback, so that stats() in a callback adds up: fired is the
+                # histogram's count.
                 lateness = now - handle.deadline
                 counts[bisect_left(LATENESS_BOUNDS, lateness)] += 1  # lateness_bucket, inline
-                total += lateness
-                if lateness > worst:  # noqa: PLR1730 -- cheaper than a call of max()
-                    worst = lateness
+                self._lateness_sum += lateness
+                if lateness > self._max_lateness:  # noqa: PLR1730 -- cheaper than max()
+                    self._max_lateness = lateness
                 callback, args, context = handle.payload, handle._args, handle._context
                 self._release(handle)
                 try:
@@ -311,16 +314,14 @@ class TimerCore:
                 except BaseException as exc:  # as asyncio's Handle._run
                     self._report(callback, args, exc, handle)
         except BaseException:
-            # SystemExit or KeyboardInterrupt from a callback: the rest of the batch stays
-            # scheduled (due at once) instead of being lost.
+            # SystemExit or KeyboardInterrupt from a callback (or an error of the clock): the
+            # rest of the batch stays scheduled (due at once) instead of being lost.
             for handle in due[index + 1 :]:
                 if not handle._cancelled:
                     self._wheel.add_entry(handle)
             raise
         finally:
             self._fired += index + 1 - skipped
-            self._max_lateness = worst
-            self._lateness_sum += total
 
     def _report(
         self,

@@ -517,15 +517,20 @@ class Timer(TimerCore):
             # leaves the event loop as a loop callback's would, and the driver lives on,
             # re-armed as the interrupt leaves: a driver that died here would leave the
             # Timer accepting timers it never runs.
-            self._backend.interrupt(exc, self._rearm_after_interrupt)
+            self._backend.interrupt(exc, self._rearm)
+        except BaseException:
+            # Not a callback's error (those are reported, never raised): the clock's, say. The
+            # rest of the batch is back in the wheel; re-arm so the Timer carries on, and let
+            # the error reach the loop's exception handler (trio: end the driver's nursery).
+            self._rearm()
+            raise
         else:
-            next_deadline = self._wheel.next_deadline()
-            self._armed_at = math.inf if next_deadline is None else next_deadline
-            self._backend.arm(next_deadline)
+            self._rearm()
 
-    def _rearm_after_interrupt(self) -> None:
+    def _rearm(self) -> None:
         # Until now _armed_at stayed -inf ("dispatching"), so nothing scheduled meanwhile armed
-        # the driver: the remainder of the batch cannot run before the interrupt has left.
+        # the driver (after an interrupt: the remainder of the batch cannot run before the
+        # interrupt has left).
         if self._running:
             next_deadline = self._wheel.next_deadline()
             self._armed_at = math.inf if next_deadline is None else next_deadline
@@ -542,8 +547,11 @@ class Timer(TimerCore):
         """Send the error of ``callback(*args)`` to the exception_handler or the backend, in
         asyncio's context dict shape."""
         if message is None:
-            name = getattr(callback, "__qualname__", None) or repr(callback)
-            message = f"Exception in callback {name}{args!r}"
+            try:
+                name = getattr(callback, "__qualname__", None) or repr(callback)
+                message = f"Exception in callback {name}{args!r}"
+            except Exception:  # a repr that raises must not lose the report
+                message = f"Exception in callback {object.__repr__(callback)} (repr failed)"
         context: dict[str, Any] = {"message": message, "exception": exc}
         if handle is not None:
             context["handle"] = handle
@@ -610,7 +618,7 @@ class Timer(TimerCore):
         counts = self._lateness_counts()
         return TimerStats(
             pending=len(self._wheel),
-            fired=self._fired,
+            fired=sum(counts),  # equal to _fired after each pass; per callback within one
             cancelled=self._cancelled_count,
             early=self._early,
             max_lateness=self._max_lateness,

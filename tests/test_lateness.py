@@ -177,6 +177,55 @@ def test_cancelled_in_its_pass_is_not_counted(impl: Impl) -> None:
     assert core._lateness_sum == 0.5  # the canceller's lateness only
 
 
+def test_the_16th_entry_reads_the_clock_even_when_it_was_cancelled(impl: Impl) -> None:
+    """The re-read is every 16th *entry*: a callback that cancels the 16th does not leave the
+    ones after it measured from a reading 31 callbacks old."""
+    clock = HandClock(0.0)
+    core = running_core(impl, clock)
+    step = 2.0**-10
+
+    def busy() -> None:
+        clock.now += step
+
+    handles = [core.call_at(0.5, busy) for _ in range(20)]
+    core.call_at(0.25, handles[15].cancel)  # runs first: position 16 of the pass is cancelled
+    clock.now = 0.5
+    core._run_due()
+    # The canceller ran first (0.25 s late), positions 1-15 for 15 steps, 16 was cancelled; the
+    # reading there makes the last four 15 steps late (they were counted on time without it).
+    assert core._lateness_sum == 0.25 + 4 * 15 * step
+    assert core._fired == sum(core._lateness_counts()) == 20
+
+
+def test_a_clock_that_raises_mid_pass_loses_no_timer(impl: Impl) -> None:
+    """An error of the clock at a re-read leaves the pass there: the entry it was about to run
+    and the rest of the batch stay scheduled, counted nowhere; the next pass runs them."""
+    clock = HandClock(0.0)
+    core = running_core(impl, clock)
+    ran: list[int] = []
+    for position in range(20):
+        core.call_at(0.5, ran.append, position)
+    clock.now = 0.5
+    reads = 0
+
+    def failing_once() -> float:
+        nonlocal reads
+        reads += 1
+        if reads == 2:  # the re-read before position 16
+            raise OSError("the clock failed")
+        return clock.now
+
+    core._time = failing_once
+    with pytest.raises(OSError, match="the clock failed"):
+        core._run_due()
+    assert ran == list(range(16))
+    assert core._fired == sum(core._lateness_counts()) == 16
+    assert len(core._wheel) == 4
+    core._run_due()
+    assert ran == list(range(20))
+    assert core._fired == sum(core._lateness_counts()) == 20
+
+
 def test_an_interrupted_pass_counts_what_it_started(impl: Impl) -> None:
     clock = HandClock(0.0)
     core = running_core(impl, clock)

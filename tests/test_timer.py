@@ -822,6 +822,40 @@ async def test_callbacks_run_outside_any_task_on_asyncio(backend_name: str) -> N
     assert stats.driver_wakeups >= 1
 
 
+async def test_stats_in_a_callback_add_up_and_an_unprintable_argument_is_reported() -> None:
+    """A callback reading stats() mid-pass sees fired equal to the histogram's count; a callback
+    that raises with an argument whose repr raises too is still reported, and the Timer carries
+    on (before, the failing report stopped the driver's re-arming for good)."""
+
+    class Unprintable:
+        def __repr__(self) -> str:
+            raise ValueError("no repr")
+
+    def fails(_: object) -> None:
+        raise RuntimeError("callback failed")
+
+    reported: list[dict[str, Any]] = []
+    seen: list[tuple[int, int]] = []
+    async with Timer(exception_handler=reported.append) as timer:
+
+        def look() -> None:
+            stats = timer.stats()
+            seen.append((stats.fired, stats.lateness.count))
+
+        when = timer.time() + 0.002
+        for _ in range(5):
+            timer.call_at(when, lambda: None)
+        timer.call_at(when, look)
+        timer.call_at(when, fails, Unprintable())
+        after = timer.call_later(0.01, look)
+        await timer.sleep(0.02)
+    assert seen[0] == (6, 6)  # itself included: counted as it starts
+    assert seen[1] == (8, 8) and after.cancelled() is False
+    [context] = reported
+    assert isinstance(context["exception"], RuntimeError)
+    assert "repr failed" in context["message"]
+
+
 @pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
 def test_anyio_and_sniffio_know_the_backend_inside_a_callback(loop_name: str) -> None:
     """A callback runs outside any task on asyncio, where sniffio looks for one: the pass names
