@@ -210,10 +210,11 @@ def expiry_stream(
     ``events`` is any streaming DataFrame in the event log format (a file source, Kafka, ...);
     the result has the columns of :data:`EXPIRY_SCHEMA`, in append mode. ``delay`` is the
     watermark delay in seconds: how late, in event time, an event may still arrive. ``api``
-    picks the operator: ``"row"`` is ``transformWithState`` (faster per micro-batch in the
-    benchmark), ``"pandas"`` is ``transformWithStateInPandas``; both run the same rule on the
-    same state. ``shards`` is the number of groups keys are hashed into (default: 8 per
-    shuffle partition); a restart from a checkpoint must keep it.
+    picks the operator: ``"row"`` is ``transformWithState``, ``"pandas"`` is
+    ``transformWithStateInPandas`` (faster per micro-batch in the latest benchmark, see
+    docs/spark.md); both run the same rule on the same state. ``shards`` is the number of
+    groups keys are hashed into (default: 8 per shuffle partition); a restart from a checkpoint
+    must keep it.
     """
     timeouts = check_timeouts(timeouts)
     tick = check_tick(tick)
