@@ -49,13 +49,7 @@ TICK = 0.25
 
 def expiry(t: float, timeout: float, tick: float) -> float:
     """The rule as the module documents it: ``t + timeout`` rounded up to a multiple of tick."""
-    w = t + timeout
-    q = math.ceil(w / tick)
-    if q * tick < w:
-        q += 1
-    elif (q - 1) * tick >= w:
-        q -= 1
-    return q * tick
+    return float(ceil_rule(t + timeout, tick))
 
 
 def jump(seconds: float) -> None:

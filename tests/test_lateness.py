@@ -11,7 +11,6 @@ close.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import math
 import random
@@ -19,12 +18,11 @@ from typing import Any
 
 import anyio
 import pytest
-import sniffio
+from test_idle import jump
+from twins import Impl
 
 from aiowheel import LatenessHistogram, Timer, TimerStats
 from aiowheel._lateness import CLOCK_STRIDE, LATENESS_BOUNDS, LATENESS_BUCKETS, lateness_bucket
-from aiowheel.testing import VirtualTimeLoop
-from tests.conftest import Impl
 
 TICK = 0.001
 
@@ -277,18 +275,6 @@ def test_the_twins_count_the_same_random_passes() -> None:
 
 
 # -- the Timer, on every backend ----------------------------------------------------------------
-
-
-def jump(seconds: float) -> None:
-    """Move the virtual clock forward now, as a blocking call would, letting nothing run."""
-    if sniffio.current_async_library() == "trio":
-        import trio
-
-        trio.lowlevel.current_clock().jump(seconds)  # type: ignore[attr-defined]
-    else:
-        loop = asyncio.get_running_loop()
-        assert isinstance(loop, VirtualTimeLoop)
-        loop.advance(seconds)
 
 
 def buckets_of(stats: TimerStats) -> dict[float, int]:
