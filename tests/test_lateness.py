@@ -345,7 +345,8 @@ async def test_every_callback_is_counted_once_never_early(backend_name: str) -> 
     assert histogram.count == stats.fired == 302  # the records, the job, the sleep
     assert min(lateness) >= 0
     assert histogram.sum >= 0 and stats.max_lateness >= 0
-    assert stats.max_lateness >= max(lateness)
+    # In real time (uvloop) a callback reads the clock after the pass's reading, so it measures
+    # itself later than the histogram does: only virtual time gives equality, below.
     if backend_name != "uvloop":  # virtual time: nothing moves while callbacks run
         expected = [0] * LATENESS_BUCKETS
         for late in lateness:
