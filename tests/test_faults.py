@@ -64,6 +64,24 @@ def _noop(*args: Any) -> None:
     return None
 
 
+def raising_on_expire(
+    entry: str, record: list[str], raising_key: str, exc_type: type[BaseException]
+) -> Callable[[str], Any]:
+    """An ``on_expire`` for ``entry`` -- "plain on_expire" or "coroutine on_expire" -- that
+    records each key and raises ``exc_type`` for ``raising_key``."""
+
+    def plain(key: str) -> None:
+        record.append(key)
+        if key == raising_key:
+            raise exc_type
+
+    async def coroutine(key: str) -> None:
+        await anyio.sleep(0)
+        plain(key)
+
+    return plain if entry == "plain on_expire" else coroutine
+
+
 # -- raising: Exception, BaseException, CancelledError ----------------------------------------
 
 RAISED: dict[str, type[BaseException]] = {
@@ -133,17 +151,7 @@ async def test_raising(backend_name: str, row: Raising) -> None:
             except BaseException as exc:
                 outcome = exc
         else:
-
-            def plain(key: str) -> None:
-                expired.append(key)
-                if key == "raising":
-                    raise exc_type
-
-            async def coroutine(key: str) -> None:
-                await anyio.sleep(0)
-                plain(key)
-
-            on_expire = plain if row.entry == "plain on_expire" else coroutine
+            on_expire = raising_on_expire(row.entry, expired, "raising", exc_type)
             idle = IdleTimeouts(timer, 0.001, on_expire)
             for key in ("first", "raising", "last"):
                 idle.touch(key)
@@ -200,17 +208,7 @@ def _arm_fault(timer: Timer, entry: str, exc_type: type[BaseException], ran: lis
     elif entry == "coroutine job":
         timer.schedule_at(when, raise_soon, exc_type)
     else:
-
-        def plain(key: str) -> None:
-            ran.append(key)
-            if key == "interrupting":
-                raise exc_type
-
-        async def coroutine(key: str) -> None:
-            await anyio.sleep(0)
-            plain(key)
-
-        idle = IdleTimeouts(timer, 0.002, plain if entry == "plain on_expire" else coroutine)
+        idle = IdleTimeouts(timer, 0.002, raising_on_expire(entry, ran, "interrupting", exc_type))
         for key in ("first", "interrupting", "last"):
             idle.touch(key)
         return idle

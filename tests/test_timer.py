@@ -1439,6 +1439,24 @@ def raise_(exc_type: type[BaseException]) -> None:
     raise exc_type
 
 
+async def raise_soon(exc_type: type[BaseException]) -> None:
+    await anyio.sleep(0)
+    raise exc_type
+
+
+def schedule_interrupt(
+    timer: Timer, source: str, when: float, interrupt: type[BaseException]
+) -> None:
+    """Make ``source`` -- "callback", "plain job" or "coroutine job" -- raise ``interrupt`` at
+    ``when``."""
+    if source == "callback":
+        timer.call_at(when, raise_, interrupt)
+    elif source == "plain job":
+        timer.schedule_at(when, raise_, interrupt)
+    else:
+        timer.schedule_at(when, raise_soon, interrupt)
+
+
 def new_loop(loop_name: str) -> asyncio.AbstractEventLoop:
     """A fresh event loop to drive by hand: asyncio in virtual time, or uvloop."""
     if loop_name == "uvloop":
@@ -1462,22 +1480,13 @@ def test_an_interrupt_propagates_once_and_the_timer_keeps_working(
     """As with loop.call_later: the interrupt leaves run_until_complete once; the rest of the
     batch, later timers and timers scheduled after the recovery all run; aclose() is clean."""
 
-    async def interrupting_coroutine() -> None:
-        await asyncio.sleep(0)
-        raise interrupt
-
     loop = new_loop(loop_name)
     try:
         timer = loop.run_until_complete(_entered_timer())
         ran: list[str] = []
         when = timer.time() + 0.002
         timer.call_at(when, ran.append, "before")
-        if source == "callback":
-            timer.call_at(when, raise_, interrupt)
-        elif source == "plain job":
-            timer.schedule_at(when, raise_, interrupt)
-        else:
-            timer.schedule_at(when, interrupting_coroutine)
+        schedule_interrupt(timer, source, when, interrupt)
         timer.call_at(when, ran.append, "same batch")
         timer.call_at(when + 0.004, ran.append, "later")
         with pytest.raises(interrupt):
@@ -1540,20 +1549,11 @@ async def test_an_interrupt_on_trio_ends_the_block_and_closes_the_timer(
         pytest.skip("asyncio and uvloop: see test_an_interrupt_propagates_once_...")
     import trio
 
-    async def interrupting_coroutine() -> None:
-        await trio.sleep(0)
-        raise interrupt
-
     ran: list[str] = []
     with pytest.raises(interrupt):
         async with Timer() as timer:
             when = timer.time() + 0.002
-            if source == "callback":
-                timer.call_at(when, raise_, interrupt)
-            elif source == "plain job":
-                timer.schedule_at(when, raise_, interrupt)
-            else:
-                timer.schedule_at(when, interrupting_coroutine)
+            schedule_interrupt(timer, source, when, interrupt)
             pending = timer.call_at(when + 0.001, ran.append, "later")
             await trio.sleep(1)
     assert ran == []
