@@ -16,10 +16,10 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-PYX = "aiowheel/_cwheel.pyx"
+PYX = "src/aiowheel/_cwheel.pyx"
 # Every other Cython source: the parts PYX includes (see its docstring) and any .pxd. A glob, so
 # that a new part rebuilds the extension when it changes without being listed here.
-DEPENDS = sorted(glob.glob("aiowheel/**/*.px[id]", recursive=True))
+DEPENDS = sorted(glob.glob("src/aiowheel/**/*.px[id]", recursive=True))
 
 
 class OptionalBuildExt(build_ext):

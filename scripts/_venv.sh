@@ -10,7 +10,7 @@ stamp="$venv/.aiowheel-installed-${AIOWHEEL_EXTRAS//,/-}"
 # What the install depends on, including every Cython source of the compiled extension (found by
 # a glob, so a new part cannot be forgotten): a change rebuilds it.
 want=$( (cat pyproject.toml scripts/_venv.sh; cat setup.py 2>/dev/null || true;
-         find aiowheel \( -name '*.pyx' -o -name '*.pxi' -o -name '*.pxd' \) -print0 |
+         find src/aiowheel \( -name '*.pyx' -o -name '*.pxi' -o -name '*.pxd' \) -print0 |
              LC_ALL=C sort -z | xargs -0 -r cat) | sha256sum | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ]; then
     echo "creating virtual environment in $venv" >&2

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "aiowheel"
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "aiowheel"
 
 LAYERS: dict[str, int] = {
     "aiowheel.exceptions": 0,

@@ -218,12 +218,13 @@ def _probe(python: Path, cwd: Path) -> dict[str, object]:
 
 
 def _package_files() -> set[str]:
-    """The files the sdist and the wheel must both carry: every source of the package."""
+    """The files the sdist and the wheel must both carry: every source of the package, named as
+    the wheel names them (``aiowheel/...``; the checkout and the sdist have them under ``src/``)."""
     suffixes = {".py", ".pyx", ".pxi", ".pxd", ".pyi"}
     return {
-        name
+        name.removeprefix("src/")
         for name in _source_files()
-        if name.startswith("aiowheel/")
+        if name.startswith("src/aiowheel/")
         and (Path(name).suffix in suffixes or name.endswith("py.typed"))
     }
 
@@ -238,11 +239,12 @@ def test_the_sdist_holds_the_package_sources_and_nothing_else(dists: tuple[Path,
         names = {
             member.name.removeprefix(top) for member in archive.getmembers() if member.isfile()
         }
-    package = {name for name in names if name.startswith("aiowheel/")}
+    sources = {name for name in names if name.startswith("src/aiowheel/")}
+    package = {name.removeprefix("src/") for name in sources}
     assert package == _package_files()
     assert {"aiowheel/_cwheel.pyx", "aiowheel/_ctimercore.pxi", "aiowheel/_cwheel.pyi"} <= package
-    metadata_files = {name for name in names if name.startswith("aiowheel.egg-info/")}
-    assert names - package - metadata_files == {
+    metadata_files = {name for name in names if name.startswith("src/aiowheel.egg-info/")}
+    assert names - sources - metadata_files == {
         "LICENSE",
         "MANIFEST.in",
         "PKG-INFO",
