@@ -20,16 +20,25 @@ it is skipped unless :mod:`aiowheel._impl` selected that twin.
 
 Everything built on the twins -- the Timer, timeouts, idle expiry, the event loop -- runs on the
 core :mod:`aiowheel._impl` selects, the compiled one if built. ``scripts/test`` therefore runs
-pytest twice: on the compiled core, then with ``AIOWHEEL_NO_EXTENSIONS=1`` on the pure one.
+pytest on the compiled core on every Python the package claims, then once with
+``AIOWHEEL_NO_EXTENSIONS=1`` on the pure one.
+
+Which core and Python. The header of every run names them. ``scripts/test`` sets
+``AIOWHEEL_EXPECT_CORE`` (``compiled`` or ``pure``) for each run, and a run whose process loaded
+the other core stops before collecting anything (a missing build would otherwise test the pure
+core quietly twice).
 """
 
 from __future__ import annotations
 
+import os
+import platform
 from typing import Any
 
 import pytest
 from twins import IMPLS, Impl, load_impl, selected_impl
 
+import aiowheel
 from aiowheel.testing import VirtualTimeLoop
 
 BACKENDS = ["asyncio", "uvloop", "trio"]
@@ -64,6 +73,31 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "impl(name): run on that twin only, 'pure' or 'compiled' (see conftest.py)"
     )
+    expected = os.environ.get("AIOWHEEL_EXPECT_CORE")
+    if expected and expected != aiowheel.CORE:
+        raise pytest.UsageError(
+            f"AIOWHEEL_EXPECT_CORE={expected}: this run expected the {expected} core, but "
+            f"{_running()} loaded the {aiowheel.CORE} one from {_package_dir()}"
+            + (
+                " (the compiled core is not built for this interpreter: reinstall aiowheel "
+                "with it, e.g. `pip install -e .`, where a C compiler is found)"
+                if expected == "compiled"
+                else ""
+            )
+        )
+
+
+def _running() -> str:
+    return f"{platform.python_implementation()} {platform.python_version()}"
+
+
+def _package_dir() -> str:
+    return os.path.dirname(aiowheel.__file__)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    core = f"the {aiowheel.CORE} core on {_running()}"
+    return f"aiowheel {aiowheel.__version__}: {core}, from {_package_dir()}"
 
 
 def _marked_impl(node: Any) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import io
 import math
+import platform
 import random
 import re
 import subprocess
@@ -297,7 +298,11 @@ def test_cli_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["--version"])
     assert exit_info.value.code == 0
-    assert capsys.readouterr().out.startswith("aiowheel ")
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    assert (
+        capsys.readouterr().out
+        == f"aiowheel {aiowheel.__version__} ({aiowheel.CORE} core, {python})\n"
+    )
 
 
 def test_cli_hands_spark_commands_to_the_spark_cli(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -362,6 +367,11 @@ def test_demo_passes_its_own_check(loop: str) -> None:
     assert re.search(r"timer lateness\W+p50 <= [\d.]+ ms, p99 <= [\d.]+ ms", result.stdout)
     assert re.search(r"lateness histogram\W+<=[\d.]+ [µm]?s: [\d,]+", result.stdout)
     assert re.search(r"pending per level\W+L0: [\d,]+", result.stdout)
+    # The status lines count open and accepted connections on one side at one moment.
+    counts = re.findall(r"open connections ([\d,]+) \(of ([\d,]+) accepted\)", result.stdout)
+    assert counts, result.stdout
+    for open_now, accepted in counts:
+        assert int(open_now.replace(",", "")) <= int(accepted.replace(",", ""))
     assert result.stderr == ""
 
 

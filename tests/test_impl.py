@@ -22,6 +22,7 @@ import weakref
 from collections.abc import Callable
 from decimal import Decimal
 from fractions import Fraction
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -76,6 +77,44 @@ def test_an_empty_env_var_does_not_force_pure_python() -> None:
         else "True aiowheel._cwheel aiowheel._cwheel"
     )
     assert selected({"AIOWHEEL_NO_EXTENSIONS": ""}) == expected
+
+
+def test_the_public_core_name_is_the_selected_one() -> None:
+    expected = "compiled" if _impl.COMPILED else "pure"
+    assert expected == aiowheel.CORE
+
+
+@pytest.mark.parametrize("expected", ["compiled", "pure"])
+def test_a_run_that_loads_the_other_core_stops_and_says_which_was_expected(expected: str) -> None:
+    """scripts/test sets AIOWHEEL_EXPECT_CORE; conftest.py refuses a run on the other core."""
+    other = {"compiled": "1", "pure": ""}[expected]  # AIOWHEEL_NO_EXTENSIONS for the other core
+    if expected == "pure" and compiled is None:
+        pytest.skip("the compiled wheel is not built: no run can load it")
+    environ = os.environ | {"AIOWHEEL_NO_EXTENSIONS": other, "AIOWHEEL_EXPECT_CORE": expected}
+    tests = Path(__file__).resolve().parent
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(tests / "test_checks.py"),
+        ],
+        env=environ,
+        cwd=tests.parent,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    loaded = "pure" if expected == "compiled" else "compiled"
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    assert f"expected the {expected} core, but" in done.stderr
+    assert f"loaded the {loaded} one from" in done.stderr
+    assert "collected" not in done.stdout
 
 
 def test_this_process_uses_the_selected_implementation() -> None:

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import sys
 import sysconfig
 import tarfile
+import tomllib
 import zipfile
 from collections.abc import Iterator
 from importlib import metadata
@@ -35,6 +37,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 REPO = Path(__file__).resolve().parent.parent
+# The release's smoke test of an installed aiowheel (run on every wheel before publishing).
+SMOKE = REPO / "scripts" / "smoke.py"
 
 pytestmark = [pytest.mark.slow, pytest.mark.once, pytest.mark.timeout(1800)]
 
@@ -97,7 +101,11 @@ def _missing_compiler() -> str | None:
 
 def _env(**changes: str) -> dict[str, str]:
     """This process's environment, without what would make a check pass for the wrong reason."""
-    env = {k: v for k, v in os.environ.items() if k not in {"AIOWHEEL_NO_EXTENSIONS", "PYTHONPATH"}}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"AIOWHEEL_NO_EXTENSIONS", "AIOWHEEL_EXPECT_CORE", "PYTHONPATH"}
+    }
     env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", **changes)
     return env
 
@@ -229,6 +237,33 @@ def _package_files() -> set[str]:
     }
 
 
+# -- the Pythons claimed ---------------------------------------------------------------------
+
+
+def test_every_claimed_python_is_built_for_release_and_tested() -> None:
+    """The classifiers, requires-python, the release's wheel builds and the test command's
+    Pythons name the same CPythons: a claim without a build or a test run fails here."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())
+    prefix = "Programming Language :: Python :: 3."
+    claimed = {
+        int(c.removeprefix(prefix))
+        for c in project["project"]["classifiers"]
+        if c.startswith(prefix) and c.removeprefix(prefix).isdigit()
+    }
+    assert project["project"]["requires-python"] == f">=3.{min(claimed)}"
+    built = {
+        int(b.removeprefix("cp3").removesuffix("-*"))
+        for b in project["tool"]["cibuildwheel"]["build"]
+    }
+    assert built == claimed
+    script = (REPO / "scripts" / "test").read_text()
+    (others,) = re.findall(r"^for version in ([\d. ]+); do$", script, re.MULTILINE)
+    tested = {min(claimed)} | {int(v.removeprefix("3.")) for v in others.split()}
+    assert tested == claimed
+    assert "test-command" in project["tool"]["cibuildwheel"]
+    assert "scripts/smoke.py compiled" in project["tool"]["cibuildwheel"]["test-command"]
+
+
 # -- the artifacts -----------------------------------------------------------------------------
 
 
@@ -290,6 +325,29 @@ def test_the_installed_wheel_runs_the_compiled_core(wheel_venv: Path, workdir: P
     assert report["pytest11"] == ["aiowheel=aiowheel.pytest_plugin"]
 
 
+def test_the_release_smoke_test_passes_on_the_wheel_and_refuses_the_other_core(
+    wheel_venv: Path, workdir: Path
+) -> None:
+    """scripts/smoke.py, which the release workflow runs on every wheel before publishing."""
+    output = _run(
+        [str(wheel_venv), str(SMOKE), "compiled"], timeout=RUN_TIMEOUT, cwd=workdir, env=_env()
+    )
+    assert "compiled core" in output
+    assert "smoke test passed" in output
+    refused = subprocess.run(
+        [str(wheel_venv), str(SMOKE), "pure"],
+        cwd=workdir,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    assert refused.returncode == 1
+    assert "smoke test: expected the pure core, but" in refused.stderr
+    assert "loaded the compiled one" in refused.stderr
+
+
 def test_a_fresh_project_runs_a_test_in_virtual_time_by_naming_the_factory(
     wheel_venv: Path, workdir: Path
 ) -> None:
@@ -323,3 +381,5 @@ def test_the_sdist_installed_without_extensions_runs_the_pure_core(
     assert report["timer_core"] == "aiowheel._timercore"
     assert report["extension"] is False
     assert report["run"] == ["fired", True]
+    output = _run([str(python), str(SMOKE), "pure"], timeout=RUN_TIMEOUT, cwd=workdir, env=_env())
+    assert "pure core" in output

@@ -15,9 +15,14 @@ cycle (``tests/test_layers.py`` checks it, and holds the layer of every module):
   (:mod:`aiowheel.loop`);
 * edges: the command line, the demo, test support and the Spark pipeline (and, outside the
   package, examples and benchmarks).
+
+:data:`CORE` names the core this process runs: ``"compiled"`` (the Cython extension, built at
+install time where a C compiler is found) or ``"pure"`` (the pure-Python twins: no compiler at
+install time, or ``AIOWHEEL_NO_EXTENSIONS`` set). Both behave the same; quote it in bug reports
+(``python -m aiowheel --version`` prints it).
 """
 
-from aiowheel._impl import Entry, HierarchicalWheel
+from aiowheel._impl import CORE, Entry, HierarchicalWheel
 from aiowheel.exceptions import JobCancelled, PendingLimitError
 from aiowheel.idle import IdleTimeouts
 from aiowheel.loop import (
@@ -32,6 +37,7 @@ from aiowheel.timeouts import Timeout
 from aiowheel.timer import Job, LatenessHistogram, Timer, TimerHandle, TimerStats
 
 __all__ = [
+    "CORE",
     "Entry",
     "HierarchicalWheel",
     "IdleTimeouts",

@@ -16,15 +16,22 @@ Exit status: what the command returns (the demo: 0 passed, 1 a check failed, 2 c
 from __future__ import annotations
 
 import argparse
+import platform
 import sys
 from collections.abc import Sequence
 
 import aiowheel
 from aiowheel import demo
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "version_line"]
 
 SPARK = "spark"
+
+
+def version_line() -> str:
+    """What ``--version`` prints: the version, the core that runs and the Python it runs on."""
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    return f"aiowheel {aiowheel.__version__} ({aiowheel.CORE} core, {python})"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="aiowheel",
         description="aiowheel: an asyncio timer service on a hierarchical timing wheel.",
     )
-    parser.add_argument("--version", action="version", version=f"aiowheel {aiowheel.__version__}")
+    parser.add_argument("--version", action="version", version=version_line())
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo_parser = commands.add_parser(
         "demo",

@@ -20,16 +20,18 @@ handles in the compiled wheel. Both sides have the same API, behaviour and error
 same tests.
 
 Set ``AIOWHEEL_NO_EXTENSIONS`` to a non-empty value before the first ``import aiowheel`` to force
-pure Python. :data:`COMPILED` tells which side was chosen.
+pure Python. :data:`COMPILED` tells which side was chosen; :data:`aiowheel.CORE` is its public
+name (``"compiled"`` or ``"pure"``).
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 __all__ = [
     "COMPILED",
+    "CORE",
     "Entry",
     "HierarchicalWheel",
     "IdleCore",
@@ -84,3 +86,6 @@ else:
         COMPILED = False
     else:
         COMPILED = True
+
+CORE: Literal["compiled", "pure"] = "compiled" if COMPILED else "pure"
+"""Which core runs, by name: ``"compiled"`` or ``"pure"`` (published as :data:`aiowheel.CORE`)."""

@@ -37,16 +37,13 @@ class DemoReport:
 
 class _Status:
     """The status line: the event loop's worst lag, the touch rate over the last second, and
-    the counters of the server, the fleet and the Timer."""
+    the counters of the server and the Timer."""
 
-    def __init__(
-        self, config: DemoConfig, timer: Timer, server: IdleServer, fleet: Fleet, silent: int
-    ) -> None:
+    def __init__(self, config: DemoConfig, timer: Timer, server: IdleServer, silent: int) -> None:
         self._loop = asyncio.get_running_loop()
         self._config = config
         self._timer = timer
         self._server = server
-        self._fleet = fleet
         self._silent = silent
         self._start = self._loop.time()
         self.max_lag = 0.0
@@ -80,7 +77,7 @@ class _Status:
         lateness = self._timer.stats().max_lateness
         return (
             f"{elapsed:4.1f}/{config.duration:g} s   "
-            f"open connections {server.connections:,} (of {self._fleet.connected:,} made)   "
+            f"open connections {server.connections:,} (of {server.accepted:,} accepted)   "
             f"touches/s {self._touch_rate():,.0f}",
             f"expired {server.expiries:,} ({self._silent:,} clients go silent)   "
             f"timer lateness max {lateness * 1000:.1f} ms   "
@@ -102,7 +99,7 @@ async def run_demo(config: DemoConfig, console: Console) -> DemoReport:
         server = IdleServer(timer, config.timeout, records)
         port = await server.start(backlog=min(max(config.clients, 128), 65535))
         fleet = Fleet(records, port, config, rng)
-        status = _Status(config, timer, server, fleet, silent_total)
+        status = _Status(config, timer, server, silent_total)
         lag_task = loop.create_task(status.watch_lag(), name="demo loop lag")
         end = start + config.duration
         try:

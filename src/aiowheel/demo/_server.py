@@ -36,6 +36,9 @@ class IdleServer:
         self.touches = 0
         self.expiries = 0
         self.max_connections = 0
+        # Connections that ever said hello; counted here, with `connections`, so that a status
+        # line never shows more open than accepted.
+        self.accepted = 0
 
     @property
     def connections(self) -> int:
@@ -59,6 +62,7 @@ class IdleServer:
             if key is None:
                 return
             self._writers[key] = writer
+            self.accepted += 1
             self.max_connections = max(self.max_connections, len(self._writers))
             if not self._touch(key, writer):
                 return
