@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import socket
+import threading
 import time
 
 import pytest
@@ -248,6 +249,23 @@ def test_with_no_timer_pending_the_loop_waits_for_io() -> None:
         return result, loop.time()
 
     assert run(main(), start=2.0) == ("done", 2.0)
+
+
+def test_a_run_waits_for_executor_threads_in_real_time(recwarn: pytest.WarningsRecorder) -> None:
+    # Python 3.12+'s asyncio.run gives the executor's threads a 300 s join timeout: on the
+    # virtual clock it ran out at once, with a RuntimeWarning, while the thread still worked.
+    finished = threading.Event()
+
+    def work() -> None:
+        time.sleep(0.05)
+        finished.set()
+
+    async def main() -> None:
+        asyncio.get_running_loop().run_in_executor(None, work)  # still running when main ends
+
+    run(main())
+    assert finished.is_set()
+    assert [str(w.message) for w in recwarn if issubclass(w.category, RuntimeWarning)] == []
 
 
 def test_advance_refuses_infinity_and_non_numbers() -> None:

@@ -101,6 +101,17 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     def _clock_resolution(self, value: float) -> None:
         pass  # BaseEventLoop.__init__ sets it; virtual time has its own
 
+    async def shutdown_default_executor(self, timeout: float | None = None) -> None:
+        """Wait for the default executor's threads to finish, without a virtual-time limit.
+
+        ``asyncio.run`` and ``asyncio.Runner`` (Python 3.12+) give the threads a join timeout of
+        300 seconds. On a virtual clock that limit runs out at once -- the loop is idle while the
+        threads finish, so it jumps to the limit -- and asyncio warns that they did not finish.
+        Threads run in real time: they are waited for as Python 3.11 does, however long they
+        take; ``timeout`` is accepted and ignored.
+        """
+        await super().shutdown_default_executor()
+
     @property
     def autojump(self) -> bool:
         """Whether the idle loop jumps its clock to the next timer; settable."""
