@@ -14,7 +14,8 @@ runs, nothing pending is left behind) or is closed and says so at the next use.
 * :data:`REENTRANT` -- calls from inside callbacks: cancel, schedule, touch, discard, close;
 * :data:`LIMITS` -- ``max_pending`` reached from outside and inside the driver: new work is
   refused at the call that asks for it, the library's own re-filing never;
-* :data:`CLOSING` -- closing from every place a user could.
+* :data:`CLOSING` -- closing from every place a user could;
+* :data:`BAD_STARTS` -- a virtual clock started at infinity, NaN or a non-number: refused.
 
 Every async row runs on asyncio in virtual time, uvloop (real time: delays of a few
 milliseconds, and only order and outcome are asserted, never an upper time bound) and trio with
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import math
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -38,7 +41,7 @@ from test_timer import cancellation, running_tasks
 
 from aiowheel import PendingLimitError, Timer
 from aiowheel.idle import IdleTimeouts
-from aiowheel.testing import VirtualTimeLoop
+from aiowheel.testing import VirtualTimeLoop, run
 
 pytestmark = pytest.mark.anyio
 
@@ -703,3 +706,53 @@ async def test_closing(backend_name: str, closer: Closer) -> None:
     assert ran == []
     assert reported == []
     assert running_tasks(backend_name) == before
+
+
+# -- a virtual clock started nowhere ------------------------------------------------------------
+#
+# VirtualTimeLoop(start=...) and aiowheel.testing.run(start=...) check start as advance() checks
+# its seconds, with the same messages: at infinity the clock would never reach a timer (the loop
+# spun at 100 % CPU), at NaN every timer would be due at once, out of order. A negative start is
+# a clock like any other.
+
+BAD_STARTS: list[tuple[object, type[Exception], str]] = [
+    (math.inf, ValueError, "start must be finite, got inf"),
+    (-math.inf, ValueError, "start must be finite, got -inf"),
+    (math.nan, ValueError, "start must be finite, got nan"),
+    (10**400, ValueError, "start must be finite, got 1000"),
+    ("1", TypeError, "start must be an int or a float, got '1'"),
+    (None, TypeError, "start must be an int or a float, got None"),
+    (True, TypeError, "start must be an int or a float, got True"),
+]
+
+
+@pytest.mark.parametrize("entry", ["VirtualTimeLoop", "run"])
+@pytest.mark.parametrize(
+    ("start", "error", "message"), BAD_STARTS, ids=[repr(s)[:8] for s, _, _ in BAD_STARTS]
+)
+def test_bad_start(entry: str, start: Any, error: type[Exception], message: str) -> None:
+    started: list[str] = []
+
+    async def main() -> None:
+        started.append("main")
+
+    with pytest.raises(error, match=re.escape(message)):
+        if entry == "VirtualTimeLoop":
+            VirtualTimeLoop(start=start).close()
+        else:
+            run(main(), start=start)
+    assert started == []
+
+
+@pytest.mark.parametrize("start", [-5, -0.5, 0, 2.5])
+def test_any_finite_start(start: float) -> None:
+    assert run(_loop_time(), start=start) == start
+    loop = VirtualTimeLoop(start=start)
+    try:
+        assert loop.time() == start
+    finally:
+        loop.close()
+
+
+async def _loop_time() -> float:
+    return asyncio.get_running_loop().time()
