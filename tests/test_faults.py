@@ -15,6 +15,7 @@ runs, nothing pending is left behind) or is closed and says so at the next use.
 * :data:`LIMITS` -- ``max_pending`` reached from outside and inside the driver: new work is
   refused at the call that asks for it, the library's own re-filing never;
 * :data:`CLOSING` -- closing from every place a user could;
+* :data:`COPIES` -- copying or pickling a handle of the Timer or of the wheel loop: refused;
 * :data:`BAD_STARTS` -- a virtual clock started at infinity, NaN or a non-number: refused.
 
 Every async row runs on asyncio in virtual time, uvloop (real time: delays of a few
@@ -26,8 +27,10 @@ interrupt leaves ``run_until_complete``. No real sleeps beyond uvloop's millisec
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
 import math
+import pickle
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -37,10 +40,12 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
+from test_loop import make_loop, needs_uvloop
 from test_timer import cancellation, running_tasks
 
 from aiowheel import PendingLimitError, Timer
 from aiowheel.idle import IdleTimeouts
+from aiowheel.loop import LoopTimerHandle
 from aiowheel.testing import VirtualTimeLoop, run
 
 pytestmark = pytest.mark.anyio
@@ -706,6 +711,64 @@ async def test_closing(backend_name: str, closer: Closer) -> None:
     assert ran == []
     assert reported == []
     assert running_tasks(backend_name) == before
+
+
+# -- copying and pickling a handle ------------------------------------------------------------
+#
+# A handle is the one handle of its timer: copy.copy, copy.deepcopy and pickle.dumps are refused
+# with a TypeError, on both cores, for the Timer's TimerHandle and Job and for the wheel loop's
+# LoopTimerHandle, pending, run or cancelled alike. (A copy sharing the timer's place on the
+# wheel could cancel it behind the original's back; one not sharing it, or an unpickled one,
+# would be a handle of no timer.) After the refusal the handle is unchanged: a pending one runs.
+
+COPIES: dict[str, Callable[[Any], object]] = {
+    "copy.copy": copy.copy,
+    "copy.deepcopy": copy.deepcopy,
+    "pickle.dumps": pickle.dumps,
+}
+STATES = ["pending", "run", "cancelled"]
+NOT_COPYABLE = r"a {} cannot be copied or pickled: it is the one handle of its timer"
+
+
+@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("how", COPIES)
+@pytest.mark.parametrize("kind", ["TimerHandle", "Job"])
+async def test_copying_a_timer_handle(backend_name: str, kind: str, how: str, state: str) -> None:
+    ran: list[str] = []
+    async with Timer() as timer:
+        schedule = timer.call_later if kind == "TimerHandle" else timer.schedule
+        handle = schedule(0.001, ran.append, "ran")
+        if state == "run":
+            await timer.sleep(0.002)
+        elif state == "cancelled":
+            handle.cancel()
+        with pytest.raises(TypeError, match=NOT_COPYABLE.format(kind)):
+            COPIES[how](handle)
+        await timer.sleep(0.002)
+    assert ran == ([] if state == "cancelled" else ["ran"])
+    assert handle.cancelled() == (state == "cancelled")
+
+
+@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("how", COPIES)
+@pytest.mark.parametrize("kind", ["virtual", pytest.param("uvloop", marks=needs_uvloop)])
+def test_copying_a_wheel_loop_handle(kind: str, how: str, state: str) -> None:
+    ran: list[str] = []
+    loop = make_loop(kind)
+    try:
+        handle = loop.call_later(0.01, ran.append, "ran")  # on the wheel: >= min_delay
+        assert isinstance(handle, LoopTimerHandle)
+        if state == "run":
+            loop.run_until_complete(asyncio.sleep(0.02))
+        elif state == "cancelled":
+            handle.cancel()
+        with pytest.raises(TypeError, match=NOT_COPYABLE.format("LoopTimerHandle")):
+            COPIES[how](handle)
+        loop.run_until_complete(asyncio.sleep(0.02))
+    finally:
+        loop.close()
+    assert ran == ([] if state == "cancelled" else ["ran"])
+    assert handle.cancelled() == (state == "cancelled")
 
 
 # -- a virtual clock started nowhere ------------------------------------------------------------

@@ -113,6 +113,7 @@ from aiowheel._checks import (
     NOT_RUNNING,
     WHEN_NONE,
     check_callback,
+    not_copyable,
     not_running,
     pending_limit,
 )
@@ -221,7 +222,8 @@ cdef class TimerHandle(Entry):
     Mirrors :class:`asyncio.TimerHandle`: ``when()``, ``cancel()``, ``cancelled()``. The handle is
     itself the wheel entry (its ``payload`` is the callback), so a pending timer costs one object.
     Once the callback has run or been cancelled the handle holds nothing but its deadline: the
-    callback, its arguments and its context are released.
+    callback, its arguments and its context are released. It is its timer's one handle: copying
+    or pickling it raises TypeError.
     """
 
     # The callback's arguments: their tuple, or the one argument itself if _one_arg (see the top
@@ -267,6 +269,11 @@ cdef class TimerHandle(Entry):
     def cancelled(self):
         """True if ``cancel()`` was called."""
         return self._cancelled
+
+    def __reduce_ex__(self, protocol):
+        """Refused: ``copy.copy``, ``copy.deepcopy`` and ``pickle`` raise TypeError (see
+        :func:`aiowheel._checks.not_copyable`), pending, run or cancelled alike."""
+        raise not_copyable(type(self).__name__)
 
     def __repr__(self):
         state = "cancelled" if self._cancelled else "pending" if _pending(self) else "done"

@@ -30,6 +30,7 @@ from aiowheel._checks import (
     check_callback,
     check_deadline,
     deadline_after,
+    not_copyable,
     not_running,
     pending_limit,
 )
@@ -55,7 +56,8 @@ class TimerHandle(Entry[Callable[..., object]]):
     Mirrors :class:`asyncio.TimerHandle`: ``when()``, ``cancel()``, ``cancelled()``. The handle is
     itself the wheel entry (its ``payload`` is the callback), so a pending timer costs one object.
     Once the callback has run or been cancelled the handle holds nothing but its deadline: the
-    callback, its arguments and its context are released.
+    callback, its arguments and its context are released. It is its timer's one handle: copying
+    or pickling it raises TypeError.
     """
 
     __slots__ = ("_args", "_cancelled", "_context", "_timer")
@@ -98,6 +100,11 @@ class TimerHandle(Entry[Callable[..., object]]):
     def cancelled(self) -> bool:
         """True if ``cancel()`` was called."""
         return self._cancelled
+
+    def __reduce_ex__(self, protocol: SupportsIndex, /) -> NoReturn:
+        """Refused: ``copy.copy``, ``copy.deepcopy`` and ``pickle`` raise TypeError (see
+        :func:`aiowheel._checks.not_copyable`), pending, run or cancelled alike."""
+        raise not_copyable(type(self).__name__)
 
     def __repr__(self) -> str:
         state = "cancelled" if self._cancelled else "pending" if self.pending else "done"

@@ -189,7 +189,7 @@ class Job(TimerHandle, Generic[T]):
     exception. ``job.cancel()`` before the job fires makes awaiting it raise the backend's
     cancellation (``asyncio.CancelledError``, or :class:`~aiowheel.JobCancelled` on trio); on a
     running coroutine job it cancels the task. Cancelling a task while it awaits a job cancels the
-    job, as awaiting an asyncio future does.
+    job, as awaiting an asyncio future does. Like a TimerHandle, it cannot be copied or pickled.
     """
 
     __slots__ = ("_done", "_fn", "_fn_args", "_outcome", "_owner", "_retrieved", "_state", "_task")
