@@ -337,6 +337,10 @@ cdef class TimerCore:
     # same (None: none yet). Dropped after each pass and when the wheel empties, so that it
     # keeps no context's values alive longer than some pending timer does.
     cdef object _snapshot
+    # The due batch _run_due is dispatching, out of the wheel already; None between passes.
+    # Its handles not run yet are pending still (their _timer is set): _cancel_all cancels
+    # them too, should a callback of the batch close the Timer.
+    cdef list _batch
 
     def __init__(self, tick, wheel_size, max_pending):
         cdef Py_ssize_t i
@@ -479,9 +483,19 @@ cdef class TimerCore:
             self._snapshot = None
 
     def _cancel_all(self):
-        """Cancel every pending timer, as the Timer closes; return them in deadline order."""
-        cdef list handles = self._wheel.remove_all()
+        """Cancel every pending timer, as the Timer closes; return them in deadline order.
+
+        Pending are the wheel's entries and, when a callback of the driver's pass closes the
+        Timer (a coroutine started eagerly can, by ``await timer.aclose()``), the rest of the
+        batch that pass took out of the wheel: none of it runs on the closed Timer.
+        """
+        cdef list handles = []
         cdef TimerHandle handle
+        if self._batch:
+            for entry in self._batch:
+                if (<TimerHandle>entry)._timer is not None:
+                    handles.append(entry)
+        handles += self._wheel.remove_all()
         self._snapshot = None
         for entry in handles:
             handle = <TimerHandle?>entry
@@ -523,6 +537,7 @@ cdef class TimerCore:
         if _deadline(<Entry>PyList_GET_ITEM(due, n - 1)) > now:  # impossible; counted as proof
             self._early += sum(1 for entry in due if _deadline(<Entry>entry) > now)
         now_seconds = now
+        self._batch = due
         try:
             for i in range(n):
                 if i and i % _STRIDE == 0:
@@ -565,6 +580,7 @@ cdef class TimerCore:
         finally:
             self._fired += index + 1 - skipped
             self._snapshot = None
+            self._batch = None
 
 
 cdef inline int _run_in(

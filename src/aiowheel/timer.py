@@ -40,7 +40,9 @@ Guarantees:
   layers' own re-filing of work already accepted (idle keys, timeouts moved later) is never
   refused, so it may take the count past the limit by a bounded number of entries;
 * ``aclose()`` works from any task of the loop and never cancels the block that entered the
-  Timer.
+  Timer; from inside the driver's pass (a task started eagerly, with Python 3.12's
+  ``asyncio.eager_task_factory``, runs there) it also cancels the rest of the pass's batch:
+  nothing of the Timer runs once it is closed.
 
 Not thread-safe, like the event loop itself: from another thread use
 ``loop.call_soon_threadsafe(timer.call_later, delay, callback)``.
@@ -394,7 +396,8 @@ class Timer(TimerCore):
         sibling task, or a coroutine job of this Timer (every other job is cancelled and waited
         for; the calling one runs on, and is cancelled only if still running when the block
         that entered the Timer is left). It never cancels that block, which runs on; on trio,
-        leaving it exits the Timer's nursery.
+        leaving it exits the Timer's nursery. Called in the middle of the driver's pass (from a
+        task started eagerly), it cancels the rest of that pass's batch with the pending timers.
         """
         if not self._closed:
             self._closed = True
