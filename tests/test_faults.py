@@ -14,7 +14,12 @@ runs, nothing pending is left behind) or is closed and says so at the next use.
 * :data:`REENTRANT` -- calls from inside callbacks: cancel, schedule, touch, discard, close;
 * :data:`LIMITS` -- ``max_pending`` reached from outside and inside the driver: new work is
   refused at the call that asks for it, the library's own re-filing never;
-* :data:`CLOSING` -- closing from every place a user could.
+* :data:`CLOSING` -- closing from every place a user could;
+* :data:`EAGER_CLOSING` -- closing from a task that starts eagerly, in the middle of the
+  driver's pass (Python 3.12's ``asyncio.eager_task_factory``): the rest of the batch never
+  runs, and nothing of the library's own is reported;
+* :data:`COPIES` -- copying or pickling a handle of the Timer or of the wheel loop: refused;
+* :data:`BAD_STARTS` -- a virtual clock started at infinity, NaN or a non-number: refused.
 
 Every async row runs on asyncio in virtual time, uvloop (real time: delays of a few
 milliseconds, and only order and outcome are asserted, never an upper time bound) and trio with
@@ -25,7 +30,11 @@ interrupt leaves ``run_until_complete``. No real sleeps beyond uvloop's millisec
 from __future__ import annotations
 
 import asyncio
+import copy
 import gc
+import math
+import pickle
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -34,11 +43,13 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
+from test_loop import VirtualLoop, make_loop, needs_uvloop
 from test_timer import cancellation, running_tasks
 
 from aiowheel import PendingLimitError, Timer
 from aiowheel.idle import IdleTimeouts
-from aiowheel.testing import VirtualTimeLoop
+from aiowheel.loop import LoopTimerHandle
+from aiowheel.testing import VirtualTimeLoop, run
 
 pytestmark = pytest.mark.anyio
 
@@ -703,3 +714,229 @@ async def test_closing(backend_name: str, closer: Closer) -> None:
     assert ran == []
     assert reported == []
     assert running_tasks(backend_name) == before
+
+
+# -- eager tasks: a close in the middle of the driver's pass --------------------------------------
+#
+# With asyncio.eager_task_factory (Python 3.12+), a task a callback creates runs at once, up to its
+# first suspension, inside the callback: a coroutine job, a coroutine on_expire or a task a
+# callback starts can close the Timer in the middle of the driver's pass, with the rest of the
+# batch already out of the wheel. Each row closes the Timer so; in every row a callback and a job
+# due with the closer, scheduled after it (the rest of its batch), never run -- the job is
+# cancelled -- nothing runs once aclose() has returned, and nothing is reported: no error of the
+# library's own (such as IdleTimeouts re-filing a key on the closed Timer). On asyncio in virtual
+# time, on the wheel loop in virtual time, and on uvloop (real time: delays of milliseconds, only
+# the outcome asserted). Each closer returns when it is due: the rest of its batch is due then.
+
+EagerCloser = Callable[[Timer, list[str]], float]
+DUE = 0.002  # the closer's delay
+
+
+async def _close_and_record(timer: Timer, ran: list[str]) -> None:
+    await timer.aclose()
+    ran.append("aclose() returned")
+
+
+def _job_closes(timer: Timer, ran: list[str]) -> float:
+    return timer.schedule(DUE, _close_and_record, timer, ran).when()
+
+
+def _callback_starts_a_closing_task(timer: Timer, ran: list[str]) -> float:
+    tasks: list[asyncio.Task[None]] = []  # a reference to the task, as asyncio asks
+    return timer.call_later(
+        DUE, lambda: tasks.append(asyncio.ensure_future(_close_and_record(timer, ran)))
+    ).when()
+
+
+def _on_expire_closes(timer: Timer, ran: list[str], *, touched: str | None) -> float:
+    async def on_expire(key: str) -> None:
+        ran.append(f"expired {key}")
+        if key == "closer":
+            await _close_and_record(timer, ran)
+
+    idle = IdleTimeouts(timer, DUE, on_expire)
+    idle.touch("closer")
+    idle.touch("next")  # filed under the same tick, looked at after the closer
+    if touched is not None:  # touched again before the tick: re-filed when the filing comes due
+        timer.call_later(DUE / 2, idle.touch, touched)
+    return idle.deadline("closer")  # type: ignore[return-value]
+
+
+EAGER_CLOSING: list[tuple[str, EagerCloser, list[str]]] = [
+    (
+        "a coroutine job awaits timer.aclose()",
+        _job_closes,
+        ["aclose() returned"],
+    ),
+    (
+        "a callback starts a task that closes the Timer",
+        _callback_starts_a_closing_task,
+        ["aclose() returned"],
+    ),
+    (
+        "a coroutine on_expire closes it; the next key of its filing is due too",
+        partial(_on_expire_closes, touched=None),
+        ["expired closer", "aclose() returned"],
+    ),
+    (
+        "a coroutine on_expire closes it; the next key of its filing was touched since",
+        partial(_on_expire_closes, touched="next"),
+        ["expired closer", "aclose() returned"],
+    ),
+]
+
+EAGER_LOOPS = ["asyncio", "wheel loop", "uvloop"]
+# A key touched strictly between its filing and its deadline: a time window, which only virtual
+# time keeps exactly (on a loaded machine uvloop's pass could come after the deadline).
+EAGER_VIRTUAL_ONLY = {EAGER_CLOSING[3][1]}
+
+
+def _eager_loop(name: str) -> asyncio.AbstractEventLoop:
+    if name == "asyncio":
+        return VirtualTimeLoop()
+    if name == "wheel loop":
+        return VirtualLoop()
+    uvloop = pytest.importorskip("uvloop")
+    return uvloop.new_event_loop()  # type: ignore[no-any-return]
+
+
+@pytest.mark.skipif(
+    not hasattr(asyncio, "eager_task_factory"), reason="asyncio.eager_task_factory is Python 3.12+"
+)
+@pytest.mark.parametrize("loop_name", EAGER_LOOPS)
+@pytest.mark.parametrize(
+    ("closer", "expected"),
+    [(closer, expected) for _, closer, expected in EAGER_CLOSING],
+    ids=[name for name, _, _ in EAGER_CLOSING],
+)
+def test_eager_close_mid_pass(loop_name: str, closer: EagerCloser, expected: list[str]) -> None:
+    if closer in EAGER_VIRTUAL_ONLY and loop_name == "uvloop":
+        pytest.skip("needs virtual time: see EAGER_VIRTUAL_ONLY")
+    reported: list[dict[str, Any]] = []
+    ran: list[str] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]
+        timer = Timer(exception_handler=reported.append)
+        async with timer:
+            when = closer(timer, ran)
+            rest = timer.call_at(when, ran.append, "the rest of the batch")
+            job = timer.schedule_at(when, ran.append, "a job of the rest of the batch")
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(job, 1)  # the bound turns a hang into a failure
+            assert timer.closed and rest.cancelled() and job.cancelled()
+            await asyncio.sleep(DUE * 5)  # nothing of the Timer runs any more
+        assert len(timer) == 0
+
+    with asyncio.Runner(loop_factory=lambda: _eager_loop(loop_name)) as runner:
+        runner.run(main())
+    assert ran == expected
+    assert reported == []
+
+
+# -- copying and pickling a handle ------------------------------------------------------------
+#
+# A handle is the one handle of its timer: copy.copy, copy.deepcopy and pickle.dumps are refused
+# with a TypeError, on both cores, for the Timer's TimerHandle and Job and for the wheel loop's
+# LoopTimerHandle, pending, run or cancelled alike. (A copy sharing the timer's place on the
+# wheel could cancel it behind the original's back; one not sharing it, or an unpickled one,
+# would be a handle of no timer.) After the refusal the handle is unchanged: a pending one runs.
+
+COPIES: dict[str, Callable[[Any], object]] = {
+    "copy.copy": copy.copy,
+    "copy.deepcopy": copy.deepcopy,
+    "pickle.dumps": pickle.dumps,
+}
+STATES = ["pending", "run", "cancelled"]
+NOT_COPYABLE = r"a {} cannot be copied or pickled: it is the one handle of its timer"
+
+
+@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("how", COPIES)
+@pytest.mark.parametrize("kind", ["TimerHandle", "Job"])
+async def test_copying_a_timer_handle(backend_name: str, kind: str, how: str, state: str) -> None:
+    ran: list[str] = []
+    async with Timer() as timer:
+        schedule = timer.call_later if kind == "TimerHandle" else timer.schedule
+        handle = schedule(0.001, ran.append, "ran")
+        if state == "run":
+            await timer.sleep(0.002)
+        elif state == "cancelled":
+            handle.cancel()
+        with pytest.raises(TypeError, match=NOT_COPYABLE.format(kind)):
+            COPIES[how](handle)
+        await timer.sleep(0.002)
+    assert ran == ([] if state == "cancelled" else ["ran"])
+    assert handle.cancelled() == (state == "cancelled")
+
+
+@pytest.mark.parametrize("state", STATES)
+@pytest.mark.parametrize("how", COPIES)
+@pytest.mark.parametrize("kind", ["virtual", pytest.param("uvloop", marks=needs_uvloop)])
+def test_copying_a_wheel_loop_handle(kind: str, how: str, state: str) -> None:
+    ran: list[str] = []
+    loop = make_loop(kind)
+    try:
+        handle = loop.call_later(0.01, ran.append, "ran")  # on the wheel: >= min_delay
+        assert isinstance(handle, LoopTimerHandle)
+        if state == "run":
+            loop.run_until_complete(asyncio.sleep(0.02))
+        elif state == "cancelled":
+            handle.cancel()
+        with pytest.raises(TypeError, match=NOT_COPYABLE.format("LoopTimerHandle")):
+            COPIES[how](handle)
+        loop.run_until_complete(asyncio.sleep(0.02))
+    finally:
+        loop.close()
+    assert ran == ([] if state == "cancelled" else ["ran"])
+    assert handle.cancelled() == (state == "cancelled")
+
+
+# -- a virtual clock started nowhere ------------------------------------------------------------
+#
+# VirtualTimeLoop(start=...) and aiowheel.testing.run(start=...) check start as advance() checks
+# its seconds, with the same messages: at infinity the clock would never reach a timer (the loop
+# spun at 100 % CPU), at NaN every timer would be due at once, out of order. A negative start is
+# a clock like any other.
+
+BAD_STARTS: list[tuple[object, type[Exception], str]] = [
+    (math.inf, ValueError, "start must be finite, got inf"),
+    (-math.inf, ValueError, "start must be finite, got -inf"),
+    (math.nan, ValueError, "start must be finite, got nan"),
+    (10**400, ValueError, "start must be finite, got 1000"),
+    ("1", TypeError, "start must be an int or a float, got '1'"),
+    (None, TypeError, "start must be an int or a float, got None"),
+    (True, TypeError, "start must be an int or a float, got True"),
+]
+
+
+@pytest.mark.parametrize("entry", ["VirtualTimeLoop", "run"])
+@pytest.mark.parametrize(
+    ("start", "error", "message"), BAD_STARTS, ids=[repr(s)[:8] for s, _, _ in BAD_STARTS]
+)
+def test_bad_start(entry: str, start: Any, error: type[Exception], message: str) -> None:
+    started: list[str] = []
+
+    async def main() -> None:
+        started.append("main")
+
+    with pytest.raises(error, match=re.escape(message)):
+        if entry == "VirtualTimeLoop":
+            VirtualTimeLoop(start=start).close()
+        else:
+            run(main(), start=start)
+    assert started == []
+
+
+@pytest.mark.parametrize("start", [-5, -0.5, 0, 2.5])
+def test_any_finite_start(start: float) -> None:
+    assert run(_loop_time(), start=start) == start
+    loop = VirtualTimeLoop(start=start)
+    try:
+        assert loop.time() == start
+    finally:
+        loop.close()
+
+
+async def _loop_time() -> float:
+    return asyncio.get_running_loop().time()

@@ -58,6 +58,7 @@ __all__ = [
     "check_length",
     "check_ticks",
     "deadline_after",
+    "not_copyable",
     "not_running",
     "out_of_range",
     "pending_limit",
@@ -299,3 +300,20 @@ def pending_limit(pending: int, limit: int) -> PendingLimitError:
 def already_pending(entry: object) -> ValueError:
     """The error for filing an entry that is still pending in a wheel."""
     return ValueError(f"{entry!r} is already pending")
+
+
+# -- handles ---------------------------------------------------------------------------------------
+
+
+def not_copyable(kind: str) -> TypeError:
+    """The error for copying or pickling a handle of kind ``kind`` (``"TimerHandle"``, ``"Job"``,
+    ``"LoopTimerHandle"``): every handle of the Timer and of the wheel loop refuses both.
+
+    A handle is its timer's one handle: a copy sharing the timer's place on the wheel could cancel
+    the timer behind the original's back (a lost timer the original still reports pending), and a
+    copy not sharing it -- or an unpickled one -- would be a handle of no timer at all.
+    """
+    return TypeError(
+        f"a {kind} cannot be copied or pickled: it is the one handle of its timer, "
+        "which a copy could cancel or detach from it"
+    )

@@ -359,7 +359,9 @@ cdef class IdleCore:
                 deadline = <_IdleDeadline>deadlines[key]
                 if deadline.when <= now and deadline is not _UNTRACKED:
                     self._expire(key)
-                    if self._closed:
+                    if self._closed or self._timer._closed:
+                        # on_expire closed this object, or the Timer (a coroutine started
+                        # eagerly can): nothing more expires, nothing is filed on it again.
                         return
                     deadline = <_IdleDeadline>deadlines[key]  # on_expire may have touched it
                 if deadline is _UNTRACKED:
@@ -371,7 +373,7 @@ cdef class IdleCore:
             # An interrupt from on_expire (nothing else leaves _expire). The keys not looked at
             # yet, and the interrupted one (untracked now, or touched again), go back under
             # `due`, due at once: the driver's next pass picks them up where this one stopped.
-            if not self._closed:
+            if not (self._closed or self._timer._closed):
                 for key in filed[index:]:
                     self._file(key, due, refile)
             raise

@@ -16,6 +16,8 @@ import asyncio as _asyncio
 import time as _time
 from asyncio import format_helpers as _format_helpers
 
+from aiowheel._checks import not_copyable
+
 # The class asyncio's handles are compared with; ours compare with theirs as theirs do.
 _ASYNCIO_TIMER_HANDLE = _asyncio.TimerHandle
 
@@ -69,6 +71,10 @@ cdef class LoopTimerHandle(Entry):
 
     def get_context(self):
         return self._context
+
+    def __reduce_ex__(self, protocol):
+        """Refused, as the pure handle refuses it (see aiowheel._checks.not_copyable)."""
+        raise not_copyable("LoopTimerHandle")
 
     def cancel(self):
         """Cancel the callback: at once the timer leaves the wheel and the callback and its

@@ -113,6 +113,7 @@ from aiowheel._checks import (
     NOT_RUNNING,
     WHEN_NONE,
     check_callback,
+    not_copyable,
     not_running,
     pending_limit,
 )
@@ -221,7 +222,8 @@ cdef class TimerHandle(Entry):
     Mirrors :class:`asyncio.TimerHandle`: ``when()``, ``cancel()``, ``cancelled()``. The handle is
     itself the wheel entry (its ``payload`` is the callback), so a pending timer costs one object.
     Once the callback has run or been cancelled the handle holds nothing but its deadline: the
-    callback, its arguments and its context are released.
+    callback, its arguments and its context are released. It is its timer's one handle: copying
+    or pickling it raises TypeError.
     """
 
     # The callback's arguments: their tuple, or the one argument itself if _one_arg (see the top
@@ -267,6 +269,11 @@ cdef class TimerHandle(Entry):
     def cancelled(self):
         """True if ``cancel()`` was called."""
         return self._cancelled
+
+    def __reduce_ex__(self, protocol):
+        """Refused: ``copy.copy``, ``copy.deepcopy`` and ``pickle`` raise TypeError (see
+        :func:`aiowheel._checks.not_copyable`), pending, run or cancelled alike."""
+        raise not_copyable(type(self).__name__)
 
     def __repr__(self):
         state = "cancelled" if self._cancelled else "pending" if _pending(self) else "done"
@@ -330,6 +337,10 @@ cdef class TimerCore:
     # same (None: none yet). Dropped after each pass and when the wheel empties, so that it
     # keeps no context's values alive longer than some pending timer does.
     cdef object _snapshot
+    # The due batch _run_due is dispatching, out of the wheel already; None between passes.
+    # Its handles not run yet are pending still (their _timer is set): _cancel_all cancels
+    # them too, should a callback of the batch close the Timer.
+    cdef list _batch
 
     def __init__(self, tick, wheel_size, max_pending):
         cdef Py_ssize_t i
@@ -472,9 +483,19 @@ cdef class TimerCore:
             self._snapshot = None
 
     def _cancel_all(self):
-        """Cancel every pending timer, as the Timer closes; return them in deadline order."""
-        cdef list handles = self._wheel.remove_all()
+        """Cancel every pending timer, as the Timer closes; return them in deadline order.
+
+        Pending are the wheel's entries and, when a callback of the driver's pass closes the
+        Timer (a coroutine started eagerly can, by ``await timer.aclose()``), the rest of the
+        batch that pass took out of the wheel: none of it runs on the closed Timer.
+        """
+        cdef list handles = []
         cdef TimerHandle handle
+        if self._batch:
+            for entry in self._batch:
+                if (<TimerHandle>entry)._timer is not None:
+                    handles.append(entry)
+        handles += self._wheel.remove_all()
         self._snapshot = None
         for entry in handles:
             handle = <TimerHandle?>entry
@@ -516,6 +537,7 @@ cdef class TimerCore:
         if _deadline(<Entry>PyList_GET_ITEM(due, n - 1)) > now:  # impossible; counted as proof
             self._early += sum(1 for entry in due if _deadline(<Entry>entry) > now)
         now_seconds = now
+        self._batch = due
         try:
             for i in range(n):
                 if i and i % _STRIDE == 0:
@@ -558,6 +580,7 @@ cdef class TimerCore:
         finally:
             self._fired += index + 1 - skipped
             self._snapshot = None
+            self._batch = None
 
 
 cdef inline int _run_in(

@@ -45,6 +45,8 @@ class IdleTimer(Protocol):
     # The Timer's clock: timer.time() without its frame.
     _time: Callable[[], float]
 
+    @property
+    def closed(self) -> bool: ...
     def time(self) -> float: ...
     def call_at(
         self,
@@ -274,7 +276,9 @@ class IdleCore(Generic[K]):
                 deadline = deadlines[key]
                 if deadline.when <= now and deadline is not _UNTRACKED:
                     self._expire(key)  # type: ignore[arg-type]
-                    if self._closed:
+                    if self._closed or self._timer.closed:
+                        # on_expire closed this object, or the Timer (a coroutine started
+                        # eagerly can): nothing more expires, nothing is filed on it again.
                         return
                     deadline = deadlines[key]  # on_expire may have touched it again
                 if deadline is _UNTRACKED:
@@ -285,7 +289,7 @@ class IdleCore(Generic[K]):
             # An interrupt from on_expire (nothing else leaves _expire). The keys not looked at
             # yet, and the interrupted one (untracked now, or touched again), go back under
             # `due`, due at once: the driver's next pass picks them up where this one stopped.
-            if not self._closed:
+            if not (self._closed or self._timer.closed):
                 for key in filed[index:]:
                     self._file(key, due, refile)
             raise

@@ -20,9 +20,9 @@ import contextvars
 import math
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVarTuple, Unpack
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVarTuple, Unpack
 
-from aiowheel._checks import check_deadline, deadline_after
+from aiowheel._checks import check_deadline, deadline_after, not_copyable
 from aiowheel.wheel import Entry, HierarchicalWheel
 
 if TYPE_CHECKING:
@@ -48,6 +48,11 @@ class TimerHandle(asyncio.TimerHandle):
 
     # The timer's place on the wheel; None once cancelled. Inert (not pending) once it fired.
     _entry: Entry[TimerHandle] | None
+
+    def __reduce_ex__(self, protocol: SupportsIndex, /) -> NoReturn:
+        """Refused, unlike asyncio's handle: a copy would share ``_entry`` and could take the
+        timer off the wheel (see :func:`aiowheel._checks.not_copyable`)."""
+        raise not_copyable("LoopTimerHandle")
 
 
 class LoopCore:

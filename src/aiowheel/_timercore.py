@@ -30,6 +30,7 @@ from aiowheel._checks import (
     check_callback,
     check_deadline,
     deadline_after,
+    not_copyable,
     not_running,
     pending_limit,
 )
@@ -55,7 +56,8 @@ class TimerHandle(Entry[Callable[..., object]]):
     Mirrors :class:`asyncio.TimerHandle`: ``when()``, ``cancel()``, ``cancelled()``. The handle is
     itself the wheel entry (its ``payload`` is the callback), so a pending timer costs one object.
     Once the callback has run or been cancelled the handle holds nothing but its deadline: the
-    callback, its arguments and its context are released.
+    callback, its arguments and its context are released. It is its timer's one handle: copying
+    or pickling it raises TypeError.
     """
 
     __slots__ = ("_args", "_cancelled", "_context", "_timer")
@@ -99,6 +101,11 @@ class TimerHandle(Entry[Callable[..., object]]):
         """True if ``cancel()`` was called."""
         return self._cancelled
 
+    def __reduce_ex__(self, protocol: SupportsIndex, /) -> NoReturn:
+        """Refused: ``copy.copy``, ``copy.deepcopy`` and ``pickle`` raise TypeError (see
+        :func:`aiowheel._checks.not_copyable`), pending, run or cancelled alike."""
+        raise not_copyable(type(self).__name__)
+
     def __repr__(self) -> str:
         state = "cancelled" if self._cancelled else "pending" if self.pending else "done"
         return f"<{type(self).__name__} when={self.deadline!r} {state} {self.payload!r}>"
@@ -139,6 +146,10 @@ class TimerCore:
         # lateness_bucket; they add up to _fired. And the sum of their lateness, in seconds.
         self._lateness = [0] * LATENESS_BUCKETS
         self._lateness_sum = 0.0
+        # The due batch _run_due is dispatching, out of the wheel already; None between passes.
+        # Its handles not run yet are pending still (their _timer is set): _cancel_all cancels
+        # them too, should a callback of the batch close the Timer.
+        self._batch: list[TimerHandle] | None = None
 
     def call_later(
         self,
@@ -251,8 +262,15 @@ class TimerCore:
         self._release(handle)
 
     def _cancel_all(self) -> list[TimerHandle]:
-        """Cancel every pending timer, as the Timer closes; return them in deadline order."""
-        handles = cast("list[TimerHandle]", self._wheel.remove_all())
+        """Cancel every pending timer, as the Timer closes; return them in deadline order.
+
+        Pending are the wheel's entries and, when a callback of the driver's pass closes the
+        Timer (a coroutine started eagerly can, by ``await timer.aclose()``), the rest of the
+        batch that pass took out of the wheel: none of it runs on the closed Timer.
+        """
+        batch = self._batch
+        handles = [handle for handle in batch if handle._timer is not None] if batch else []
+        handles += cast("list[TimerHandle]", self._wheel.remove_all())
         for handle in handles:
             self._cancelled_count += 1
             handle._cancelled = True
@@ -288,6 +306,7 @@ class TimerCore:
             self._early += sum(1 for handle in due if handle.deadline > now)
         counts = self._lateness
         index = skipped = 0
+        self._batch = due
         try:
             for i, handle in enumerate(due):
                 if i and not i % CLOCK_STRIDE:
@@ -322,6 +341,7 @@ class TimerCore:
             raise
         finally:
             self._fired += index + 1 - skipped
+            self._batch = None
 
     def _report(
         self,

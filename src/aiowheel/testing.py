@@ -41,15 +41,21 @@ T = TypeVar("T")
 _MAXIMUM_SELECT_TIMEOUT = 24 * 3600
 
 
-def _check_seconds(seconds: object) -> float:
-    """Return ``seconds`` as a float if it is a finite number >= 0, else raise."""
+def _check_seconds(seconds: object, what: str = "seconds", *, negative_ok: bool = False) -> float:
+    """Return ``seconds`` as a float if it is a finite int or float (>= 0 unless
+    ``negative_ok``), else raise TypeError or ValueError naming ``what`` and the value: for
+    ``advance()``'s seconds and for the clock's ``start``."""
     if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
-        raise TypeError(f"seconds must be an int or a float, got {seconds!r}")
-    if not seconds >= 0:  # also NaN
-        raise ValueError(f"seconds must be >= 0, got {seconds!r}")
-    if seconds == math.inf:
-        raise ValueError(f"seconds must be finite, got {seconds!r}")
-    return float(seconds)
+        raise TypeError(f"{what} must be an int or a float, got {seconds!r}")
+    if not negative_ok and not seconds >= 0:  # also NaN
+        raise ValueError(f"{what} must be >= 0, got {seconds!r}")
+    try:
+        value = float(seconds)
+    except OverflowError:  # an int beyond float range
+        raise ValueError(f"{what} must be finite, got {seconds!r}") from None
+    if not math.isfinite(value):  # a clock at infinity never reaches a timer; NaN runs all
+        raise ValueError(f"{what} must be finite, got {seconds!r}")
+    return value
 
 
 class _JumpingSelector(selectors.DefaultSelector):
@@ -72,7 +78,8 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
     """A selector event loop whose ``time()`` is virtual and jumps to the next timer when idle.
 
     Args:
-        start: the clock's initial value, in seconds.
+        start: the clock's initial value, in seconds: a finite int or float (TypeError for
+            another type, ValueError for NaN or infinity, as :meth:`advance` refuses them).
         autojump: jump to the next timer whenever the loop is idle (the default). With False the
             clock moves only by :meth:`advance` or :meth:`VirtualClock.advance`, and an idle
             loop waits for I/O.
@@ -82,7 +89,11 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         selector = _JumpingSelector()
         super().__init__(selector)
         selector.loop = self
-        self._virtual_now = float(start)
+        try:
+            self._virtual_now = _check_seconds(start, "start", negative_ok=True)
+        except (TypeError, ValueError):
+            self.close()  # a loop made, never to be used: its selector goes now
+            raise
         self.autojump = autojump
         # While VirtualClock.advance runs: the time it advances to, and the future it awaits.
         self._advancing: tuple[float, asyncio.Future[None]] | None = None
@@ -333,6 +344,15 @@ async def _advance_trio(clock: MockClock, target: float) -> None:
 
 
 def run(main: Coroutine[Any, Any, T], *, start: float = 0.0, debug: bool | None = None) -> T:
-    """Run ``main`` to completion on a fresh :class:`VirtualTimeLoop`, like ``asyncio.run``."""
-    with asyncio.Runner(debug=debug, loop_factory=lambda: VirtualTimeLoop(start)) as runner:
+    """Run ``main`` to completion on a fresh :class:`VirtualTimeLoop`, like ``asyncio.run``.
+
+    ``start`` is the clock's initial value, checked as :class:`VirtualTimeLoop` checks it; a
+    bad one raises before ``main`` starts, and ``main`` is closed unstarted.
+    """
+    try:
+        now = _check_seconds(start, "start", negative_ok=True)
+    except (TypeError, ValueError):
+        main.close()  # as if it had run: no "coroutine was never awaited" warning
+        raise
+    with asyncio.Runner(debug=debug, loop_factory=lambda: VirtualTimeLoop(now)) as runner:
         return runner.run(main)

@@ -40,7 +40,9 @@ Guarantees:
   layers' own re-filing of work already accepted (idle keys, timeouts moved later) is never
   refused, so it may take the count past the limit by a bounded number of entries;
 * ``aclose()`` works from any task of the loop and never cancels the block that entered the
-  Timer.
+  Timer; from inside the driver's pass (a task started eagerly, with Python 3.12's
+  ``asyncio.eager_task_factory``, runs there) it also cancels the rest of the pass's batch:
+  nothing of the Timer runs once it is closed.
 
 Not thread-safe, like the event loop itself: from another thread use
 ``loop.call_soon_threadsafe(timer.call_later, delay, callback)``.
@@ -189,7 +191,7 @@ class Job(TimerHandle, Generic[T]):
     exception. ``job.cancel()`` before the job fires makes awaiting it raise the backend's
     cancellation (``asyncio.CancelledError``, or :class:`~aiowheel.JobCancelled` on trio); on a
     running coroutine job it cancels the task. Cancelling a task while it awaits a job cancels the
-    job, as awaiting an asyncio future does.
+    job, as awaiting an asyncio future does. Like a TimerHandle, it cannot be copied or pickled.
     """
 
     __slots__ = ("_done", "_fn", "_fn_args", "_outcome", "_owner", "_retrieved", "_state", "_task")
@@ -394,7 +396,8 @@ class Timer(TimerCore):
         sibling task, or a coroutine job of this Timer (every other job is cancelled and waited
         for; the calling one runs on, and is cancelled only if still running when the block
         that entered the Timer is left). It never cancels that block, which runs on; on trio,
-        leaving it exits the Timer's nursery.
+        leaving it exits the Timer's nursery. Called in the middle of the driver's pass (from a
+        task started eagerly), it cancels the rest of that pass's batch with the pending timers.
         """
         if not self._closed:
             self._closed = True
