@@ -37,7 +37,7 @@ import pickle
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from typing import Any
 
 import anyio
@@ -797,7 +797,30 @@ def _eager_loop(name: str) -> asyncio.AbstractEventLoop:
     if name == "wheel loop":
         return VirtualLoop()
     uvloop = pytest.importorskip("uvloop")
+    if not _uvloop_takes_eager_tasks():
+        pytest.skip("this uvloop cannot run asyncio.eager_task_factory on this Python")
     return uvloop.new_event_loop()  # type: ignore[no-any-return]
+
+
+@cache
+def _uvloop_takes_eager_tasks() -> bool:
+    """Whether uvloop can create a task with asyncio's eager factory here. uvloop 0.23 on
+    CPython 3.13.0 cannot: it passes ``eager_start=`` to the factory, which 3.13.0's refuses."""
+    import uvloop
+
+    loop = uvloop.new_event_loop()
+    step = asyncio.sleep(0)
+    try:
+        loop.set_task_factory(asyncio.eager_task_factory)  # type: ignore[attr-defined]
+        task = loop.create_task(step)
+    except TypeError:
+        step.close()
+        return False
+    else:
+        loop.run_until_complete(task)
+        return True
+    finally:
+        loop.close()
 
 
 @pytest.mark.skipif(
