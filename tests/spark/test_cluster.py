@@ -32,6 +32,7 @@ import socket
 import subprocess
 import sys
 import time
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import suppress
 from importlib import metadata
@@ -507,3 +508,37 @@ def test_stream_on_the_cluster_survives_a_worker_and_the_driver_killed(
     cluster.run("stream-restarted", command)
     reached = check_sink("after the driver was killed and restarted")
     assert reached == _final_watermark(events), "the stream did not consume the whole log"
+
+
+def test_a_compiled_wheel_on_py_files_runs_the_pure_core(bare_python: Path, tmp_path: Path) -> None:
+    """What docs/spark.md says of the platform wheel shipped with --py-files: Python cannot
+    load its compiled core from the zip, so aiowheel falls back to the pure core, which gives
+    the same deadlines. The zip is the installed package with its compiled core, as in the
+    platform wheel; the path is the one Spark gives a Python worker."""
+    from aiowheel import _impl
+    from aiowheel.spark.replay import deadline
+
+    if not _impl.COMPILED:
+        pytest.skip("the compiled core is not built here")
+    package = Path(aiowheel.__file__).parent
+    shipped = tmp_path / "aiowheel.zip"
+    with zipfile.ZipFile(shipped, "w") as archive:
+        for path in package.rglob("*"):
+            if path.suffix in (".py", ".so", ".pyd"):
+                archive.write(path, Path("aiowheel") / path.relative_to(package))
+        assert any(name.endswith((".so", ".pyd")) for name in archive.namelist())
+    libraries = sorted(str(path) for path in (SPARK_HOME / "python" / "lib").glob("*.zip"))
+    probe = (
+        "import aiowheel, aiowheel._impl as impl; from aiowheel.spark.replay import deadline; "
+        "print(aiowheel.__file__, impl.COMPILED, repr(deadline(1.0001, 30.0, 0.001)))"
+    )
+    result = subprocess.run(
+        [str(bare_python), "-c", probe],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(shipped), *libraries])},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    where, compiled, value = result.stdout.split()
+    assert where.startswith(str(shipped))
+    assert (compiled, value) == ("False", repr(deadline(1.0001, 30.0, 0.001)))

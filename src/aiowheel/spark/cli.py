@@ -23,6 +23,7 @@ from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -337,7 +338,8 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     except InputError as failure:
         if verbose:
             console.print_exception(show_locals=False)
-        console.print(f"[red]error:[/] {failure.line()}", highlight=False, soft_wrap=True)
+        # Escaped: Spark's messages hold brackets ([PATH_NOT_FOUND], [key]) rich would eat.
+        console.print(f"[red]error:[/] {escape(failure.line())}", highlight=False, soft_wrap=True)
         if not verbose:
             console.print("(--verbose shows the stack traces)")
         return 1
