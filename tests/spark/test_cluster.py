@@ -68,6 +68,9 @@ EXECUTOR_PACKAGES = ("pandas", "pyarrow", "protobuf")
 # Generous bounds for a loaded 2-core machine; each is a failure, never a wait that passes.
 START_TIMEOUT = 120.0
 SUBMIT_TIMEOUT = 300.0
+# Every JVM here lives for seconds to a minute on tiny data: the quick JIT compiler alone and
+# the serial collector cost less CPU than the optimising compiler and the parallel collector.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def _free_ports(count: int) -> list[int]:
@@ -142,6 +145,7 @@ class Cluster:
             "SPARK_LOCAL_IP": "127.0.0.1",
             # Wide enough that the CLI's one-line messages stay on one line in the logs.
             "COLUMNS": "250",
+            "SPARK_DAEMON_JAVA_OPTS": JVM_OPTIONS,
         }
         self.env.pop("PYSPARK_PYTHON", None)
         self.env.pop("PYSPARK_DRIVER_PYTHON", None)
@@ -159,8 +163,8 @@ class Cluster:
         self.processes.append(process)
         return process
 
-    def start_worker(self) -> None:
-        """Start a worker with one core and wait until the master has registered it."""
+    def start_worker(self) -> Process:
+        """Start a worker with one core (:meth:`ensure_workers` waits for its registration)."""
         number = len(self.workers)
         work = self.root / f"worker-{number}"
         work.mkdir()
@@ -174,19 +178,21 @@ class Cluster:
             ],
         )  # fmt: skip
         self.workers.append((worker, work))
-        _wait_for(
-            f"worker {number} registered with the master",
-            lambda: "Successfully registered with master" in worker.output(),
-            START_TIMEOUT,
-            self.logs,
-        )
+        return worker
 
     def live_workers(self) -> list[tuple[Process, Path]]:
         return [(worker, work) for worker, work in self.workers if worker.alive()]
 
     def ensure_workers(self, count: int) -> None:
-        while len(self.live_workers()) < count:
-            self.start_worker()
+        """Start workers (at once) until ``count`` are alive and registered with the master."""
+        started = [self.start_worker() for _ in range(count - len(self.live_workers()))]
+        for worker in started:
+            _wait_for(
+                f"{worker.log.stem} registered with the master",
+                lambda worker=worker: "Successfully registered with master" in worker.output(),
+                START_TIMEOUT,
+                self.logs,
+            )
 
     def submit(self, name: str, argv: Sequence[str]) -> Process:
         """Start ``spark-submit`` of the CLI's driver script, as docs/spark.md shows it."""
@@ -203,6 +209,8 @@ class Cluster:
             "--conf", "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled=true",
             "--conf", "spark.sql.shuffle.partitions=2",
             "--conf", "spark.executor.memory=1g",
+            "--driver-java-options", JVM_OPTIONS,
+            "--conf", f"spark.executor.extraJavaOptions={JVM_OPTIONS}",
             "--conf", "spark.ui.enabled=false",
             str(DRIVER_SCRIPT), *argv,
         ]  # fmt: skip
