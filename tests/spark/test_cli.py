@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from rich.console import Console
 
 from aiowheel._checks import check_count, check_length
-from aiowheel.spark import cli
+from aiowheel.spark import EVENT_SCHEMA, cli
 from aiowheel.spark.generate import check_jitter, check_positive, check_share, check_whole
 from aiowheel.spark.metrics import check_bucket
 from aiowheel.spark.replay import check_horizon, check_tick, check_timeouts
@@ -180,3 +180,30 @@ def test_a_stream_with_no_event_ends_with_a_summary(session: SparkSession, tmp_p
     assert shown().strip().splitlines()[-1] == (
         f"✓ stream stopped: no new events under {source}; no expiry in {out}"
     )
+
+
+def test_a_stream_failing_on_its_input_ends_in_one_line_naming_the_source(
+    session: SparkSession, tmp_path: Path
+) -> None:
+    """An event of an unknown kind fails the query in its micro-batch."""
+    source, out = tmp_path / "in", tmp_path / "out"
+    session.createDataFrame([("k", 1.0, "poke", None)], EVENT_SCHEMA).write.parquet(
+        str(source / "slice-000000")
+    )
+    args = _parse(
+        [
+            "stream",
+            "--source",
+            str(source),
+            "--out",
+            str(out),
+            "--checkpoint",
+            str(tmp_path / "checkpoint"),
+        ]
+    )
+    console, shown = _console()
+    assert cli.run(args, console) == 1
+    error, hint = shown().strip().splitlines()
+    assert error.startswith(f"error: {source}: ")
+    assert "event log: kind must be one of open, data, close, got poke for key k" in error
+    assert hint == "(--verbose shows the stack traces)"

@@ -542,7 +542,9 @@ def _stream(spark: SparkSession, args: argparse.Namespace, console: Console) -> 
             shards=args.shards,
             api=args.api,
         )
-    with console.status("streaming") as status:
+    # awaitTermination raises the query's failure; a query that ended before it is asked is
+    # checked below.
+    with console.status("streaming") as status, _about(args.source):
         try:
             while query.isActive:
                 progress = query.lastProgress
