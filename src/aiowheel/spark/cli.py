@@ -18,9 +18,12 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TypeVar
 
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -31,12 +34,20 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from aiowheel._checks import check_count, check_length
 from aiowheel.spark.events import EventFormat, read_events
-from aiowheel.spark.generate import generate
-from aiowheel.spark.replay import replay
+from aiowheel.spark.generate import (
+    check_jitter,
+    check_positive,
+    check_share,
+    check_whole,
+    generate,
+)
+from aiowheel.spark.metrics import check_bucket
+from aiowheel.spark.replay import check_horizon, check_tick, check_timeouts, replay
 from aiowheel.spark.report import report
 from aiowheel.spark.session import spark_session
-from aiowheel.spark.stream import stream, watermark, write_stream_files
+from aiowheel.spark.stream import EXPIRY_SCHEMA, stream, watermark, write_stream_files
 
 __all__ = ["add_arguments", "main", "run"]
 
@@ -65,13 +76,11 @@ def _shards(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"shards must be a whole number >= 1, got {text!r}"
         ) from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"shards must be a whole number >= 1, got {text!r}")
-    return value
+    return _checked(lambda: check_count(value, "shards", 1, 2**31 - 1))
 
 
 def _timeouts(text: str) -> list[float]:
-    """Parse ``"15,30,60"`` into seconds."""
+    """Parse ``"15,30,60"`` into seconds, checked as :func:`aiowheel.spark.replay` does."""
     try:
         values = [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
@@ -80,7 +89,59 @@ def _timeouts(text: str) -> list[float]:
         ) from None
     if not values:
         raise argparse.ArgumentTypeError(f"timeouts must name at least one timeout, got {text!r}")
-    return values
+    return _checked(lambda: check_timeouts(values))
+
+
+def _checked(check: Callable[[], T]) -> T:
+    """Run one of the Python API's own checks; its error, message unchanged, is a usage error
+    (exit 2, before Spark starts)."""
+    try:
+        return check()
+    except (TypeError, ValueError) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _number(name: str, check: Callable[[float], object]) -> Callable[[str], float]:
+    """An argument type: a number that ``check`` (the API's check of ``name``) accepts."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be a number, got {text!r}") from None
+        _checked(lambda: check(value))
+        return value
+
+    return parse
+
+
+def _whole(name: str, check: Callable[[int], object]) -> Callable[[str], int]:
+    """An argument type: a whole number that ``check`` (the API's check of ``name``) accepts."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a whole number, got {text!r}"
+            ) from None
+        _checked(lambda: check(value))
+        return value
+
+    return parse
+
+
+def _positive(name: str) -> Callable[[str], float]:
+    return _number(name, lambda value: check_positive(value, name))
+
+
+def _share(name: str) -> Callable[[str], float]:
+    return _number(name, lambda value: check_share(value, name))
+
+
+_tick = _number("tick", check_tick)
+_horizon = _number("horizon", check_horizon)
+_delay = _number("delay", lambda value: check_length(value, "delay", zero_ok=True))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,25 +151,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="Spark master URL (default: the one spark-submit gave, else local[*])",
     )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show Spark's warnings and, when a command fails, the stack traces",
+    )
     commands = parser.add_subparsers(dest="spark_command", required=True, metavar="COMMAND")
 
     gen = commands.add_parser("generate", help="write a synthetic event log (Parquet)")
     gen.add_argument(
         "--out", type=_path, default=DEFAULT_EVENTS, help=f"(default: {DEFAULT_EVENTS})"
     )
-    gen.add_argument("--connections", type=int, default=100_000)
-    gen.add_argument("--duration", type=float, default=300.0, help="seconds of log")
-    gen.add_argument("--keepalive", type=float, default=25.0, help="seconds between keepalives")
-    gen.add_argument("--jitter", type=float, default=0.1)
-    gen.add_argument("--timeout", type=float, default=30.0, help="idle timeout to build around")
-    gen.add_argument("--tick", type=float, default=0.001)
-    gen.add_argument("--silent-share", type=float, default=0.05)
-    gen.add_argument("--reconnect-share", type=float, default=0.05)
-    gen.add_argument("--close-share", type=float, default=0.1)
-    gen.add_argument("--duplicate-share", type=float, default=0.01)
-    gen.add_argument("--out-of-order-share", type=float, default=0.02)
-    gen.add_argument("--boundary-share", type=float, default=0.02)
-    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument(
+        "--connections",
+        type=_whole("connections", lambda value: check_whole(value, "connections")),
+        default=100_000,
+    )
+    gen.add_argument("--duration", type=_positive("duration"), default=300.0, help="seconds of log")
+    gen.add_argument(
+        "--keepalive",
+        type=_positive("keepalive"),
+        default=25.0,
+        help="seconds between keepalives",
+    )
+    gen.add_argument("--jitter", type=_number("jitter", check_jitter), default=0.1)
+    gen.add_argument(
+        "--timeout",
+        type=_positive("timeout"),
+        default=30.0,
+        help="idle timeout to build around",
+    )
+    gen.add_argument("--tick", type=_tick, default=0.001)
+    gen.add_argument("--silent-share", type=_share("silent_share"), default=0.05)
+    gen.add_argument("--reconnect-share", type=_share("reconnect_share"), default=0.05)
+    gen.add_argument("--close-share", type=_share("close_share"), default=0.1)
+    gen.add_argument("--duplicate-share", type=_share("duplicate_share"), default=0.01)
+    gen.add_argument("--out-of-order-share", type=_share("out_of_order_share"), default=0.02)
+    gen.add_argument("--boundary-share", type=_share("boundary_share"), default=0.02)
+    gen.add_argument("--seed", type=_whole("seed", int), default=0)
 
     def add_log(command: argparse.ArgumentParser, timeouts: str) -> None:
         command.add_argument(
@@ -124,8 +204,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             default=_timeouts(timeouts),
             help=f"comma-separated idle timeouts in seconds (default: {timeouts})",
         )
-        command.add_argument("--tick", type=float, default=0.001, help="timer tick, seconds")
-        command.add_argument("--horizon", type=float, default=None, help="default: last ts")
+        command.add_argument("--tick", type=_tick, default=0.001, help="timer tick, seconds")
+        command.add_argument("--horizon", type=_horizon, default=None, help="default: last ts")
 
     rep = commands.add_parser("replay", help="every expiry IdleTimeouts would produce")
     add_log(rep, "30")
@@ -135,7 +215,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     cap = commands.add_parser("report", help="capacity metrics, plots and an HTML page")
     add_log(cap, "15,30,60")
-    cap.add_argument("--bucket", type=float, default=1.0, help="seconds per bucket")
+    cap.add_argument(
+        "--bucket", type=_number("bucket", check_bucket), default=1.0, help="seconds per bucket"
+    )
     cap.add_argument(
         "--out", type=_path, default=DEFAULT_REPORT, help=f"(default: {DEFAULT_REPORT})"
     )
@@ -155,8 +237,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"(default: {DEFAULT_CHECKPOINT})",
     )
     live.add_argument("--timeouts", type=_timeouts, default=_timeouts("30"))
-    live.add_argument("--tick", type=float, default=0.001)
-    live.add_argument("--delay", type=float, default=10.0, help="watermark delay, seconds")
+    live.add_argument("--tick", type=_tick, default=0.001)
+    live.add_argument("--delay", type=_delay, default=10.0, help="watermark delay, seconds")
     live.add_argument(
         "--processing-time",
         default=None,
@@ -185,7 +267,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="first split this Parquet event log (e.g. the generated one) by arrival into "
         "--files slices under --source",
     )
-    live.add_argument("--files", type=int, default=4, help="slices for --feed (default: 4)")
+    live.add_argument(
+        "--files",
+        type=_whole("files", lambda value: check_count(value, "files", 1)),
+        default=4,
+        help="slices for --feed (default: 4)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -197,18 +284,81 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(parser.parse_args(argv))
 
 
+# What Spark raises about a command's input (a path that is not there, files it cannot read,
+# values the event log's checks refuse) and the API's own ValueError about the log's columns.
+INPUT_ERRORS = (PySparkException, Py4JJavaError, ValueError)
+
+
+class InputError(Exception):
+    """A command failed on its input: ``what`` names it (a path), the cause is Spark's error."""
+
+    def __init__(self, what: str, cause: BaseException) -> None:
+        super().__init__(what, cause)
+        self.what = what
+        self.cause = cause
+
+    def line(self) -> str:
+        """One line: the input and the first line of Spark's message."""
+        first = str(self.cause).strip().splitlines()
+        return f"{self.what}: {first[0] if first else type(self.cause).__name__}"
+
+
+@contextmanager
+def _about(what: str) -> Iterator[None]:
+    """Errors Spark raises inside the block are about ``what``."""
+    try:
+        yield
+    except INPUT_ERRORS as exc:
+        raise InputError(what, exc) from exc
+
+
 def run(args: argparse.Namespace, console: Console | None = None) -> int:
-    """Run the command parsed by a parser :func:`add_arguments` set up."""
+    """Run the command parsed by a parser :func:`add_arguments` set up.
+
+    Returns 0 on success, 2 when an input path is missing (checked before Spark starts) and 1
+    when Spark fails on the input: one line naming it, the stack traces only with ``--verbose``.
+    """
     console = console or Console(stderr=True)
+    verbose = bool(getattr(args, "verbose", False))
+    missing = _missing_input(args)
+    if missing is not None:
+        console.print(missing)
+        return 2
     with console.status("starting Spark"):
-        spark = spark_session(args.master)
+        # Spark logs a failed job's Java stack trace at ERROR: shown only when asked for.
+        spark = spark_session(args.master, log_level="WARN" if verbose else "OFF")
     commands: dict[str, Callable[[SparkSession, argparse.Namespace, Console], int]] = {
         "generate": _generate,
         "replay": _replay,
         "report": _report,
         "stream": _stream,
     }
-    return commands[args.spark_command](spark, args, console)
+    try:
+        return commands[args.spark_command](spark, args, console)
+    except InputError as failure:
+        if verbose:
+            console.print_exception(show_locals=False)
+        # Escaped: Spark's messages hold brackets ([PATH_NOT_FOUND], [key]) rich would eat.
+        console.print(f"[red]error:[/] {escape(failure.line())}", highlight=False, soft_wrap=True)
+        if not verbose:
+            console.print("(--verbose shows the stack traces)")
+        return 1
+
+
+def _missing_input(args: argparse.Namespace) -> str | None:
+    """The message for an input path that does not exist, or None (URLs are not checked)."""
+    if args.spark_command in ("replay", "report"):
+        path, hint = (
+            args.events,
+            "run [bold]aiowheel spark generate[/] first, or pass --events PATH",
+        )
+    elif args.spark_command == "stream" and args.feed is not None:
+        path, hint = args.feed, "pass --feed an event log (e.g. the generated one)"
+    else:
+        return None
+    if "://" in path or os.path.exists(path):
+        return None
+    return f"[red]no event log at {path}[/]: {hint}"
 
 
 @contextmanager
@@ -286,28 +436,19 @@ def _generate(spark: SparkSession, args: argparse.Namespace, console: Console) -
     return 0
 
 
-def _load(spark: SparkSession, args: argparse.Namespace, console: Console) -> bool:
-    if os.path.exists(args.events) or "://" in args.events:
-        return True
-    console.print(
-        f"[red]no event log at {args.events}[/]: run [bold]aiowheel spark generate[/] first, "
-        "or pass --events PATH"
-    )
-    return False
-
-
 def _replay(spark: SparkSession, args: argparse.Namespace, console: Console) -> int:
-    if not _load(spark, args, console):
-        return 2
     fmt: EventFormat | None = args.format
-    events = read_events(spark, args.events, format=fmt)
-    expiries = replay(spark, events, timeouts=args.timeouts, tick=args.tick, horizon=args.horizon)
-    _timed(
-        console,
-        f"replaying {args.events}",
-        spark,
-        lambda: expiries.write.mode("overwrite").parquet(args.out),
-    )
+    with _about(args.events):
+        events = read_events(spark, args.events, format=fmt)
+        expiries = replay(
+            spark, events, timeouts=args.timeouts, tick=args.tick, horizon=args.horizon
+        )
+        _timed(
+            console,
+            f"replaying {args.events}",
+            spark,
+            lambda: expiries.write.mode("overwrite").parquet(args.out),
+        )
     counts = (
         spark.read.parquet(args.out)
         .groupBy("timeout")
@@ -333,24 +474,23 @@ def _replay(spark: SparkSession, args: argparse.Namespace, console: Console) -> 
 
 
 def _report(spark: SparkSession, args: argparse.Namespace, console: Console) -> int:
-    if not _load(spark, args, console):
-        return 2
     fmt: EventFormat | None = args.format
-    events = read_events(spark, args.events, format=fmt)
-    files = _timed(
-        console,
-        f"computing capacity metrics of {args.events}",
-        spark,
-        lambda: report(
+    with _about(args.events):
+        events = read_events(spark, args.events, format=fmt)
+        files = _timed(
+            console,
+            f"computing capacity metrics of {args.events}",
             spark,
-            events,
-            args.out,
-            timeouts=args.timeouts,
-            tick=args.tick,
-            horizon=args.horizon,
-            bucket=args.bucket,
-        ),
-    )
+            lambda: report(
+                spark,
+                events,
+                args.out,
+                timeouts=args.timeouts,
+                tick=args.tick,
+                horizon=args.horizon,
+                bucket=args.bucket,
+            ),
+        )
     table = Table(title="what if: one row per idle timeout")
     for column in (
         "timeout (s)",
@@ -377,29 +517,34 @@ def _report(spark: SparkSession, args: argparse.Namespace, console: Console) -> 
 
 def _stream(spark: SparkSession, args: argparse.Namespace, console: Console) -> int:
     if args.feed is not None:
-        # Read as is: the generated log's arrival column orders the slices.
-        log = spark.read.parquet(args.feed)
-        _timed(
-            console,
-            f"splitting {args.feed} into {args.files} files under {args.source}",
-            spark,
-            lambda: write_stream_files(log, args.source, files=args.files, format=args.format),
-        )
+        feed: str = args.feed
+        with _about(feed):
+            # Read as is: the generated log's arrival column orders the slices.
+            log = spark.read.parquet(feed)
+            _timed(
+                console,
+                f"splitting {feed} into {args.files} files under {args.source}",
+                spark,
+                lambda: write_stream_files(log, args.source, files=args.files, format=args.format),
+            )
     os.makedirs(args.source, exist_ok=True)
-    query = stream(
-        spark,
-        args.source,
-        output=args.out,
-        checkpoint=args.checkpoint,
-        timeouts=args.timeouts,
-        tick=args.tick,
-        delay=args.delay,
-        format=args.format,
-        processing_time=args.processing_time,
-        shards=args.shards,
-        api=args.api,
-    )
-    with console.status("streaming") as status:
+    with _about(args.source):
+        query = stream(
+            spark,
+            args.source,
+            output=args.out,
+            checkpoint=args.checkpoint,
+            timeouts=args.timeouts,
+            tick=args.tick,
+            delay=args.delay,
+            format=args.format,
+            processing_time=args.processing_time,
+            shards=args.shards,
+            api=args.api,
+        )
+    # awaitTermination raises the query's failure; a query that ended before it is asked is
+    # checked below.
+    with console.status("streaming") as status, _about(args.source):
         try:
             while query.isActive:
                 progress = query.lastProgress
@@ -413,12 +558,21 @@ def _stream(spark: SparkSession, args: argparse.Namespace, console: Console) -> 
         except KeyboardInterrupt:
             console.print("stopping (the checkpoint keeps the state; run again to go on)")
             query.stop()
-    if query.exception() is not None:
-        console.print(f"[red]stream failed:[/] {query.exception()}")
-        return 1
-    emitted = spark.read.parquet(args.out).count() if os.path.exists(args.out) else 0
-    console.print(
-        f"[green]✓[/] stream stopped at watermark {watermark(query) or 0:.3f} s; "
-        f"{emitted:,} expiries in {args.out}"
+    failure = query.exception()
+    if failure is not None:
+        raise InputError(args.source, failure)
+    # The sink's files as its metadata log lists them; with the schema given, a sink that has
+    # committed no file yet (no micro-batch had input) reads as empty instead of failing.
+    emitted = (
+        spark.read.schema(EXPIRY_SCHEMA).parquet(args.out).count()
+        if os.path.exists(args.out) or "://" in args.out
+        else 0
     )
+    stopped = watermark(query)
+    written = f"{emitted:,} expiries in {args.out}" if emitted else f"no expiry in {args.out}"
+    if stopped is None:
+        # No micro-batch ran: the source had no new file.
+        console.print(f"[green]✓[/] stream stopped: no new events under {args.source}; {written}")
+    else:
+        console.print(f"[green]✓[/] stream stopped at watermark {stopped:.3f} s; {written}")
     return 0

@@ -82,13 +82,12 @@ def generate(
     Returns a DataFrame with ``key``, ``ts``, ``kind``, ``event_id`` and ``arrival``, sorted by
     arrival (about ``connections * duration / keepalive`` rows, plus duplicates).
     """
-    _check_count(connections, "connections")
+    check_whole(connections, "connections")
     for value, name in ((duration, "duration"), (keepalive, "keepalive"), (timeout, "timeout")):
-        _check_positive(value, name)
-    _check_positive(resolution, "resolution")
+        check_positive(value, name)
+    check_positive(resolution, "resolution")
     tick = check_tick(tick)
-    if not (0 <= jitter < 0.5):
-        raise ValueError(f"jitter must be >= 0 and < 0.5 (slots must not swap), got {jitter!r}")
+    check_jitter(jitter)
     for value, name in (
         (silent_share, "silent_share"),
         (reconnect_share, "reconnect_share"),
@@ -97,8 +96,7 @@ def generate(
         (out_of_order_share, "out_of_order_share"),
         (boundary_share, "boundary_share"),
     ):
-        if not (0 <= value <= 1):
-            raise ValueError(f"{name} must be between 0 and 1, got {value!r}")
+        check_share(value, name)
     if not (math.isfinite(max_delay) and max_delay >= 0):
         raise ValueError(f"max_delay must be finite and >= 0, got {max_delay!r}")
     if not math.isfinite(start):
@@ -232,15 +230,32 @@ def generate(
     return spark.read.parquet(path)
 
 
-def _check_count(value: int, name: str) -> None:
+# The checks of generate's arguments, also run by the command line's parser (aiowheel.spark.cli).
+
+
+def check_whole(value: int, name: str) -> None:
+    """``value`` must be an int >= 1."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {value!r}")
     if value < 1:
         raise ValueError(f"{name} must be >= 1, got {value!r}")
 
 
-def _check_positive(value: float, name: str) -> None:
+def check_positive(value: float, name: str) -> None:
+    """``value`` must be a real number, finite and > 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be an int or a float, got {value!r}")
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+
+
+def check_jitter(jitter: float) -> None:
+    """``jitter`` must be >= 0 and < 0.5."""
+    if not (0 <= jitter < 0.5):
+        raise ValueError(f"jitter must be >= 0 and < 0.5 (slots must not swap), got {jitter!r}")
+
+
+def check_share(value: float, name: str) -> None:
+    """``value`` must be between 0 and 1."""
+    if not (0 <= value <= 1):
+        raise ValueError(f"{name} must be between 0 and 1, got {value!r}")

@@ -63,11 +63,7 @@ def metrics(
     time bucket in seconds (finite, > 0). Cache ``events`` first if it is expensive to read:
     the series is one pass over it, and the summary is computed from the series.
     """
-    if isinstance(bucket, bool) or not isinstance(bucket, (int, float)):
-        raise TypeError(f"bucket must be an int or a float, got {bucket!r}")
-    if not (bucket > 0 and bucket != float("inf")):
-        raise ValueError(f"bucket must be finite and > 0, got {bucket!r}")
-    width = F.lit(float(bucket))
+    width = F.lit(check_bucket(bucket))
     timeouts = check_timeouts(timeouts)
     periods = timer_periods(events, timeouts=timeouts, tick=tick, horizon=horizon)
 
@@ -144,3 +140,12 @@ def metrics(
         series=series.drop("touches").orderBy("timeout", "bucket_start"),
         summary=summary.orderBy("timeout"),
     )
+
+
+def check_bucket(bucket: float) -> float:
+    """Return ``bucket`` (seconds) as a float; it must be a real number, finite and > 0."""
+    if isinstance(bucket, bool) or not isinstance(bucket, (int, float)):
+        raise TypeError(f"bucket must be an int or a float, got {bucket!r}")
+    if not (bucket > 0 and bucket != float("inf")):
+        raise ValueError(f"bucket must be finite and > 0, got {bucket!r}")
+    return float(bucket)

@@ -87,7 +87,8 @@ def check_tick(tick: float) -> float:
     return float(check_length(tick, "tick"))
 
 
-def _check_horizon(horizon: float | None) -> float | None:
+def check_horizon(horizon: float | None) -> float | None:
+    """Return ``horizon`` as a float, or None; it must be a real number and finite."""
     if horizon is None:
         return None
     if isinstance(horizon, bool) or not isinstance(horizon, (int, float)):
@@ -106,7 +107,7 @@ def unique_events(events: DataFrame, *, horizon: float | None = None) -> DataFra
     ``ts``, then ``touch`` or ``discard``); the order of different keys at one ``ts`` does not
     matter.
     """
-    bound = _check_horizon(horizon)
+    bound = check_horizon(horizon)
     unique = _unique(_bounded(normalize_events(events), bound))
     return unique.select(
         "key",
@@ -174,7 +175,7 @@ def timer_periods(
     """
     timeouts = check_timeouts(timeouts)
     tick = check_tick(tick)
-    bound = _check_horizon(horizon)
+    bound = check_horizon(horizon)
     log = normalize_events(events)
     unique = _unique(_bounded(log, bound))
     # The same partitioning as the de-duplication's: no second shuffle (see _unique).

@@ -16,6 +16,7 @@ import sys
 import tempfile
 from collections.abc import Mapping
 
+from pyspark import SparkFiles
 from pyspark.sql import SparkSession
 
 __all__ = ["ROCKSDB_PROVIDER", "spark_session"]
@@ -36,9 +37,12 @@ def spark_session(
 
     ``master`` defaults to the one ``spark-submit`` was given, else ``local[*]``.
     ``shuffle_partitions`` defaults to twice the cores of a ``local[N]`` master (Spark's 200 is
-    far too many for one host) and to 200 on a cluster. ``conf`` adds any other Spark settings
-    (read only when the session is created). The Spark UI and the console progress bar are off
-    unless ``conf`` turns them on.
+    far too many for one host) and, on a cluster, to what Spark is given
+    (``--conf spark.sql.shuffle.partitions=N`` of ``spark-submit``, else Spark's 200).
+    ``conf`` adds any other Spark settings (read only when the session is created). The Spark
+    UI and the console progress bar are off unless ``conf`` turns them on. Under
+    ``spark-submit``, the ``--py-files`` reach the Python processes Spark starts on the driver
+    too (see :func:`_py_files_for_driver_workers`).
     """
     # Workers and the driver-side Python runner of transformWithStateInPandas must run this
     # interpreter, which has pandas and pyarrow; setdefault keeps a user's explicit choice.
@@ -50,7 +54,7 @@ def spark_session(
         master = "local[*]"
     if shuffle_partitions is None:
         cores = None if master is None else _local_cores(master)
-        shuffle_partitions = 2 * cores if cores else 200
+        shuffle_partitions = 2 * cores if cores else None
     builder = SparkSession.builder if master is None else SparkSession.builder.master(master)
     builder = (
         builder.appName(app_name)
@@ -59,13 +63,14 @@ def spark_session(
         .config("spark.sql.session.timeZone", "UTC")
         # toPandas (the report, the tests) through Arrow rather than row by row.
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
         # Each micro-batch commits a small changelog of the state it changed instead of a
         # RocksDB checkpoint of all of it; snapshots are taken in the background.
         .config(CHANGELOG_CHECKPOINTING, "true")
     )
     settings = dict(conf or {})
+    if shuffle_partitions is not None:
+        settings["spark.sql.shuffle.partitions"] = str(shuffle_partitions)
     if master is not None and master.startswith("local"):
         # In local mode the driver JVM is the executor too; Spark's 1g is tight for a shuffle.
         settings.setdefault("spark.driver.memory", "2g")
@@ -77,9 +82,34 @@ def spark_session(
     for name, value in settings.items():
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
-    spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    if shuffle_partitions is not None:
+        # A reused session keeps its settings: this one is a session setting, set it anew.
+        spark.conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
     spark.sparkContext.setLogLevel(log_level)
+    if submitted:
+        _py_files_for_driver_workers(spark)
     return spark
+
+
+def _py_files_for_driver_workers(spark: SparkSession) -> None:
+    """Put the driver's copies of ``spark-submit --py-files`` on the path of the Python
+    processes Spark starts on the driver.
+
+    ``transformWithState`` runs the stream's processor once on the driver (to learn its state
+    schema) in a Python process started with ``spark.pyspark.python`` and, unlike the
+    executors' workers, without the ``--py-files`` on its path: with an interpreter that lacks
+    aiowheel, the stream dies with ``No module named 'aiowheel'``. The environment of a
+    Python function is that of its process, on the driver and the executors alike: the driver's
+    paths are added there (on an executor they do not exist, or come after its own copies).
+    """
+    context = spark.sparkContext
+    shipped = [path for path in (spark.conf.get("spark.submit.pyFiles", "") or "").split(",")]
+    local = [SparkFiles.get(os.path.basename(path)) for path in shipped if path]
+    found = [path for path in local if os.path.exists(path)]
+    if not found:
+        return
+    current = context.environment.get("PYTHONPATH")
+    context.environment["PYTHONPATH"] = os.pathsep.join([*found, *([current] if current else [])])
 
 
 _QUIET_LOG4J = """\
