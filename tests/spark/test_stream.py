@@ -17,7 +17,8 @@ import pytest
 from pyspark.sql import SparkSession
 from rich.console import Console
 
-from aiowheel.spark import EVENT_SCHEMA, cli, expiry_stream
+from aiowheel.spark import EVENT_SCHEMA, cli, expiry_stream, stream
+from aiowheel.spark.stream import OPERATORS, Api, check_operator
 
 pytestmark = pytest.mark.spark
 
@@ -43,6 +44,33 @@ def test_bad_arguments_are_refused_with_the_value_named(
     arguments: dict[str, Any] = {"timeouts": [30.0], "tick": 0.001, **given}
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         expiry_stream(events, **arguments)
+
+
+@pytest.mark.parametrize(("first", "then"), [("row", "pandas"), ("pandas", "row")])
+def test_a_checkpoint_is_refused_with_the_other_operator(
+    spark: SparkSession, tmp_path: Path, first: Api, then: Api
+) -> None:
+    """Both operators keep the same state, but Spark fails a restart with the other one in
+    its first micro-batch, naming its physical operators: stream() refuses it before any
+    query starts, naming both of ours."""
+    source, checkpoint = tmp_path / "in", str(tmp_path / "ckpt")
+    events = [("k", 1.0, "open", None), ("k", 100.0, "data", None)]
+    spark.createDataFrame(events, EVENT_SCHEMA).write.parquet(str(source / "slice-0"))
+    arguments: dict[str, Any] = {
+        "output": str(tmp_path / "out"),
+        "checkpoint": checkpoint,
+        "timeouts": [30.0],
+        "tick": 0.001,
+    }
+    stream(spark, str(source), api=first, **arguments).awaitTermination()
+    message = (
+        f"this checkpoint's state was written by api='{first}' ({OPERATORS[first][0]}), not "
+        f"api='{then}' ({OPERATORS[then][0]}): restart with api='{first}', or start a new "
+        "checkpoint"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        stream(spark, str(source), api=then, **arguments)
+    check_operator(spark, checkpoint, first)
 
 
 def _stream_parser() -> argparse.ArgumentParser:

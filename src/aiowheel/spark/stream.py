@@ -86,6 +86,14 @@ SHARD_TYPE = StructType(
 
 Api = Literal["row", "pandas"]
 
+# Each operator by its user-facing name, and the name of the physical operator that Spark
+# records for it in the checkpoint's state metadata (which Spark's "state-metadata" source
+# reads back). Spark refuses a restart with the other operator; stream() says so first.
+OPERATORS: dict[str, tuple[str, str]] = {
+    "row": ("transformWithState", "transformWithStateInPySparkExec"),
+    "pandas": ("transformWithStateInPandas", "transformWithStateInPandasExec"),
+}
+
 # Shards per shuffle partition when not given: enough that hashing spreads them evenly over
 # the partitions, few enough that each holds many keys (see docs/spark.md for sizing).
 SHARDS_PER_PARTITION = 8
@@ -219,8 +227,7 @@ def expiry_stream(
     timeouts = check_timeouts(timeouts)
     tick = check_tick(tick)
     delay = float(check_length(delay, "delay", zero_ok=True))
-    if api not in ("row", "pandas"):
-        raise ValueError(f"api must be 'row' or 'pandas', got {api!r}")
+    _check_api(api)
     if shards is None:
         partitions = events.sparkSession.conf.get("spark.sql.shuffle.partitions") or "200"
         shards = SHARDS_PER_PARTITION * int(partitions)
@@ -288,12 +295,16 @@ def stream(
         processing_time: ``None`` processes what is there and stops (trigger ``availableNow``);
             an interval such as ``"10 seconds"`` keeps running, one micro-batch per interval.
         max_files_per_trigger: cap on new files per micro-batch.
+        api: the operator (see :func:`expiry_stream`). A checkpoint stays with the operator it
+            was started with: a restart with the other one raises ValueError naming both.
 
     The query needs ``spark.sql.streaming.stateStore.providerClass`` set to RocksDB before it
     first starts (:func:`aiowheel.spark.spark_session` does this).
     """
     if format not in ("parquet", "json", "csv"):
         raise ValueError(f"format must be 'parquet', 'json' or 'csv', got {format!r}")
+    _check_api(api)
+    check_operator(spark, checkpoint, api)
     reader = spark.readStream.schema(schema if schema is not None else EVENT_SCHEMA).option(
         "recursiveFileLookup", "true"
     )
@@ -322,6 +333,33 @@ def stream(
     else:
         writer = writer.trigger(processingTime=processing_time)
     return writer.start()
+
+
+def _check_api(api: str) -> None:
+    if api not in OPERATORS:
+        raise ValueError(f"api must be 'row' or 'pandas', got {api!r}")
+
+
+def _operator(api: str) -> str:
+    return f"api={api!r} ({OPERATORS[api][0]})"
+
+
+def check_operator(spark: SparkSession, checkpoint: str, api: Api) -> None:
+    """Refuse to go on from ``checkpoint`` with another operator than the one that wrote it.
+
+    Both operators keep the same state, but Spark records which physical operator wrote it and
+    fails a restart with the other one in its first micro-batch. This reads the checkpoint's
+    state metadata (nothing, for a new checkpoint or one without state yet) and raises
+    ValueError naming both operators before any query starts.
+    """
+    metadata = spark.read.format("state-metadata").load(checkpoint).select("operatorName")
+    written = {row[0] for row in metadata.collect()}
+    for stored, (_name, physical) in OPERATORS.items():
+        if physical in written and stored != api:
+            raise ValueError(
+                f"this checkpoint's state was written by {_operator(stored)}, not "
+                f"{_operator(api)}: restart with api={stored!r}, or start a new checkpoint"
+            )
 
 
 def watermark(query: StreamingQuery) -> float | None:
