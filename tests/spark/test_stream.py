@@ -79,12 +79,14 @@ def _stream_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def test_cli_stream_takes_shards_and_api() -> None:
-    args = _stream_parser().parse_args(["stream", "--shards", "64", "--api", "pandas"])
-    assert (args.shards, args.api) == (64, "pandas")
-    # Without them: the stream's own defaults (8 shards per partition, the row operator).
+def test_cli_stream_takes_shards_api_and_max_files() -> None:
+    argv = ["stream", "--shards", "64", "--api", "row", "--max-files-per-trigger", "3"]
+    args = _stream_parser().parse_args(argv)
+    assert (args.shards, args.api, args.max_files_per_trigger) == (64, "row", 3)
+    # Without them: the stream's own defaults (8 shards per partition, the pandas operator,
+    # every file that has landed in the next micro-batch).
     args = _stream_parser().parse_args(["stream"])
-    assert (args.shards, args.api) == (None, "row")
+    assert (args.shards, args.api, args.max_files_per_trigger) == (None, "pandas", None)
 
 
 @pytest.mark.parametrize(
@@ -94,9 +96,13 @@ def test_cli_stream_takes_shards_and_api() -> None:
         (["--shards", "-3"], "shards must be a whole number >= 1, got '-3'"),
         (["--shards", "2.5"], "shards must be a whole number >= 1, got '2.5'"),
         (["--api", "arrow"], "invalid choice: 'arrow'"),
+        (
+            ["--max-files-per-trigger", "0"],
+            "max-files-per-trigger must be a whole number >= 1, got '0'",
+        ),
     ],
 )
-def test_cli_stream_refuses_bad_shards_and_api(
+def test_cli_stream_refuses_bad_counts_and_api(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exited:
@@ -105,7 +111,7 @@ def test_cli_stream_refuses_bad_shards_and_api(
     assert message in capsys.readouterr().err
 
 
-def test_cli_stream_hands_shards_and_api_to_the_job(
+def test_cli_stream_hands_its_options_to_the_job(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     started: dict[str, Any] = {}
@@ -134,9 +140,11 @@ def test_cli_stream_hands_shards_and_api_to_the_job(
             "--shards",
             "12",
             "--api",
-            "pandas",
+            "row",
+            "--max-files-per-trigger",
+            "2",
         ]
     )
     assert cli._stream(spark, args, Console(file=io.StringIO())) == 0
-    assert (started["shards"], started["api"]) == (12, "pandas")
+    assert (started["shards"], started["api"], started["max_files_per_trigger"]) == (12, "row", 2)
     assert started["source"] == str(tmp_path / "in")

@@ -3,8 +3,8 @@
 This module owns :func:`stream`, which emits, from a directory of event files that keeps
 growing, the same expiries as :func:`aiowheel.spark.replay` for the same events. Keys are
 hashed into shards (:mod:`aiowheel.spark.shard`); each shard is one group of
-``transformWithState`` (:class:`IdleExpiryProcessor`, the default) or of
-``transformWithStateInPandas`` (:class:`IdleExpiryPandasProcessor`), with one value state, one
+``transformWithStateInPandas`` (:class:`IdleExpiryPandasProcessor`, the default) or of
+``transformWithState`` (:class:`IdleExpiryProcessor`), with one value state, one
 event-time timer, its state in the RocksDB state store, and the query checkpointed: a stop and
 a restart lose no expiry and emit none twice (the Parquet sink commits each micro-batch exactly
 once with the checkpoint).
@@ -211,16 +211,17 @@ def expiry_stream(
     tick: float,
     delay: float = 10.0,
     shards: int | None = None,
-    api: Api = "row",
+    api: Api = "pandas",
 ) -> DataFrame:
     """The streaming expiries of a streaming DataFrame of events: the job without its ends.
 
     ``events`` is any streaming DataFrame in the event log format (a file source, Kafka, ...);
     the result has the columns of :data:`EXPIRY_SCHEMA`, in append mode. ``delay`` is the
     watermark delay in seconds: how late, in event time, an event may still arrive. ``api``
-    picks the operator: ``"row"`` is ``transformWithState``, ``"pandas"`` is
-    ``transformWithStateInPandas`` (faster per micro-batch in the latest benchmark, see
-    docs/spark.md); both run the same rule on the same state. ``shards`` is the number of
+    picks the operator: ``"pandas"`` (the default) is ``transformWithStateInPandas``,
+    ``"row"`` is ``transformWithState`` (slower per micro-batch in the benchmark, see
+    docs/spark.md); both run the same rule on the same state, but a checkpoint stays with the
+    operator that wrote it (Spark fails a restart with the other). ``shards`` is the number of
     groups keys are hashed into (default: 8 per shuffle partition); a restart from a checkpoint
     must keep it.
     """
@@ -279,7 +280,7 @@ def stream(
     max_files_per_trigger: int | None = None,
     query_name: str | None = None,
     shards: int | None = None,
-    api: Api = "row",
+    api: Api = "pandas",
 ) -> StreamingQuery:
     """Start the streaming idle-expiry job from a directory of event files; returns the query.
 
