@@ -73,6 +73,37 @@ def test_a_checkpoint_is_refused_with_the_other_operator(
     check_operator(spark, checkpoint, first)
 
 
+def test_a_restart_keeps_its_checkpoints_shards_when_the_partitions_change(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Spark keeps the shuffle partitions a checkpoint was started with; so do the default
+    shards (8 per partition), whatever ``spark.sql.shuffle.partitions`` says at a restart."""
+    source = tmp_path / "in"
+    arguments: dict[str, Any] = {
+        "output": str(tmp_path / "out"),
+        "checkpoint": str(tmp_path / "ckpt"),
+        "timeouts": [30.0],
+        "tick": 0.001,
+    }
+    first = [("k", 1.0, "open", None), ("k", 100.0, "data", None)]
+    spark.createDataFrame(first, EVENT_SCHEMA).write.parquet(str(source / "slice-0"))
+    stream(spark, str(source), **arguments).awaitTermination()
+    spark.createDataFrame([("k", 200.0, "data", None)], EVENT_SCHEMA).write.parquet(
+        str(source / "slice-1")
+    )
+    partitions = spark.conf.get("spark.sql.shuffle.partitions") or "200"
+    spark.conf.set("spark.sql.shuffle.partitions", str(int(partitions) + 1))
+    try:
+        stream(spark, str(source), **arguments).awaitTermination()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", partitions)
+    emitted = spark.read.parquet(arguments["output"]).collect()
+    assert sorted(tuple(row) for row in emitted) == [
+        ("k", 30.0, 31.0, 1.0),
+        ("k", 30.0, 130.0, 100.0),
+    ]
+
+
 def _stream_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aiowheel spark")
     cli.add_arguments(parser)

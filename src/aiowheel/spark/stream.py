@@ -296,6 +296,8 @@ def stream(
         processing_time: ``None`` processes what is there and stops (trigger ``availableNow``);
             an interval such as ``"10 seconds"`` keeps running, one micro-batch per interval.
         max_files_per_trigger: cap on new files per micro-batch.
+        shards: see :func:`expiry_stream`; by default 8 per shuffle partition, and for a
+            checkpoint with state 8 per partition it was started with (Spark keeps those).
         api: the operator (see :func:`expiry_stream`). A checkpoint stays with the operator it
             was started with: a restart with the other one raises ValueError naming both.
 
@@ -305,7 +307,12 @@ def stream(
     if format not in ("parquet", "json", "csv"):
         raise ValueError(f"format must be 'parquet', 'json' or 'csv', got {format!r}")
     _check_api(api)
-    check_operator(spark, checkpoint, api)
+    stored = _stored_state(spark, checkpoint)
+    _refuse_other_operator(stored, api)
+    if shards is None and stored:
+        # Spark keeps the shuffle partitions a checkpoint was started with, whatever the
+        # session's setting now: so do the shards that default to them.
+        shards = SHARDS_PER_PARTITION * stored[0][1]
     reader = spark.readStream.schema(schema if schema is not None else EVENT_SCHEMA).option(
         "recursiveFileLookup", "true"
     )
@@ -353,13 +360,23 @@ def check_operator(spark: SparkSession, checkpoint: str, api: Api) -> None:
     state metadata (nothing, for a new checkpoint or one without state yet) and raises
     ValueError naming both operators before any query starts.
     """
-    metadata = spark.read.format("state-metadata").load(checkpoint).select("operatorName")
-    written = {row[0] for row in metadata.collect()}
-    for stored, (_name, physical) in OPERATORS.items():
-        if physical in written and stored != api:
+    _refuse_other_operator(_stored_state(spark, checkpoint), api)
+
+
+def _stored_state(spark: SparkSession, checkpoint: str) -> list[tuple[str, int]]:
+    """The stateful operators of ``checkpoint`` as ``(physical operator, partitions)``: Spark's
+    own record of them, read with its "state-metadata" source (none for a new checkpoint)."""
+    metadata = spark.read.format("state-metadata").load(checkpoint)
+    return [(row[0], row[1]) for row in metadata.select("operatorName", "numPartitions").collect()]
+
+
+def _refuse_other_operator(stored: list[tuple[str, int]], api: Api) -> None:
+    written = {physical for physical, _partitions in stored}
+    for stored_api, (_name, physical) in OPERATORS.items():
+        if physical in written and stored_api != api:
             raise ValueError(
-                f"this checkpoint's state was written by {_operator(stored)}, not "
-                f"{_operator(api)}: restart with api={stored!r}, or start a new checkpoint"
+                f"this checkpoint's state was written by {_operator(stored_api)}, not "
+                f"{_operator(api)}: restart with api={stored_api!r}, or start a new checkpoint"
             )
 
 
