@@ -56,8 +56,10 @@ from aiowheel.spark.shard import Expiry
 
 __all__ = [
     "EXPIRY_SCHEMA",
+    "OPERATORS",
     "IdleExpiryPandasProcessor",
     "IdleExpiryProcessor",
+    "check_operator",
     "expiry_stream",
     "stream",
     "watermark",
