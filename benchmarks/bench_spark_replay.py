@@ -151,7 +151,6 @@ def measure_replay(
     runs, interleaved, after one warm-up run of each."""
     from aiowheel.spark import read_events, replay
 
-    out = tempfile.mkdtemp(prefix="aiowheel-bench-out-")
     builders: dict[str, Callable[[], DataFrame]] = {
         "replay": lambda: replay(spark, read_events(spark, path), timeouts=timeouts, tick=0.001),
         "lead": lambda: floor(spark.read.parquet(path), timeouts[0], hashed=False),
@@ -159,14 +158,15 @@ def measure_replay(
     }
     runs = {variant: builders[variant] for variant in variants}
     results: dict[str, dict[str, list[float]]] = {v: {"seconds": [], "cpu": []} for v in runs}
-    for round_ in range(rounds + 1):
-        for variant, build in runs.items():
-            cpu, start = session_cpu(spark), time.perf_counter()
-            build().write.mode("overwrite").parquet(out)
-            seconds, used = time.perf_counter() - start, session_cpu(spark) - cpu
-            if round_ > 0:
-                results[variant]["seconds"].append(seconds)
-                results[variant]["cpu"].append(used)
+    with tempfile.TemporaryDirectory(prefix="aiowheel-bench-out-") as out:
+        for round_ in range(rounds + 1):
+            for variant, build in runs.items():
+                cpu, start = session_cpu(spark), time.perf_counter()
+                build().write.mode("overwrite").parquet(out)
+                seconds, used = time.perf_counter() - start, session_cpu(spark) - cpu
+                if round_ > 0:
+                    results[variant]["seconds"].append(seconds)
+                    results[variant]["cpu"].append(used)
     return results
 
 
