@@ -8,12 +8,14 @@ shuffle, one sort, one window; no validation, de-duplication or horizon), writte
 as one would write it (``partitionBy("key")``) and with the hash prefix replay's sorts use. The
 first round of each warms the JVM up and is not counted; the median of ``--rounds`` is reported
 with the range, and the CPU seconds of the JVM and its Python workers next to it, which a
-machine shared with other work inflates less than wall time. Numbers only: this never fails on
+machine shared with other work inflates less than wall time (on a standalone cluster whose
+workers run on this machine, the executors' CPU is counted too). Numbers only: this never fails on
 speed.
 
     python benchmarks/bench_spark_replay.py            # 10M events
     python benchmarks/bench_spark_replay.py --quick    # 200k events
     python benchmarks/bench_spark_replay.py --events 1000000 --timeouts 15,30,60
+    python benchmarks/bench_spark_replay.py --master spark://127.0.0.1:7077   # and a cluster
 """
 
 from __future__ import annotations
@@ -86,6 +88,35 @@ def jvm_pid(spark: SparkSession) -> int:
     return int(spark.sparkContext._gateway.proc.pid)  # type: ignore[union-attr]
 
 
+def session_cpu(spark: SparkSession) -> float:
+    """CPU seconds so far of the session's processes on this machine: the driver's JVM and
+    Python workers, and on a standalone cluster started here also its executors' (each a JVM
+    that a worker forked, with its own Python workers)."""
+    app = spark.sparkContext.applicationId
+    executors = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                words = cmdline.read().split(b"\0")
+        except OSError:
+            continue
+        if b"org.apache.spark.executor.CoarseGrainedExecutorBackend" in words and (
+            app.encode() in words
+        ):
+            executors.append(int(entry))
+    return sum(process_tree_cpu(pid) for pid in [jvm_pid(spark), *executors])
+
+
+def cluster_partitions(master: str, partitions: int, cluster_cores: int) -> int:
+    """Shuffle partitions for ``master``: ``partitions`` if given, else 0 (the session's
+    default, 2 per core) on ``local[N]`` and 2 per core of the cluster on ``spark://``."""
+    if partitions or not master.startswith("spark://"):
+        return partitions
+    return 2 * cluster_cores
+
+
 def floor(events: DataFrame, timeout: float, *, hashed: bool) -> DataFrame:
     """The bare ``lead()`` window: one shuffle by key, one sort, one window, the same output
     columns as replay (deadline without the tick's rounding)."""
@@ -110,39 +141,47 @@ def floor(events: DataFrame, timeout: float, *, hashed: bool) -> DataFrame:
 
 
 def measure_replay(
-    spark: SparkSession, path: str, timeouts: Sequence[float], rounds: int
+    spark: SparkSession,
+    path: str,
+    timeouts: Sequence[float],
+    rounds: int,
+    variants: Sequence[str] = VARIANTS,
 ) -> dict[str, dict[str, list[float]]]:
-    """Per variant of VARIANTS: wall and CPU seconds of each of ``rounds`` runs, interleaved,
-    after one warm-up run of each."""
+    """Per variant of ``variants`` (of VARIANTS): wall and CPU seconds of each of ``rounds``
+    runs, interleaved, after one warm-up run of each."""
     from aiowheel.spark import read_events, replay
 
-    out = tempfile.mkdtemp(prefix="aiowheel-bench-out-")
-    runs: dict[str, Callable[[], DataFrame]] = {
+    builders: dict[str, Callable[[], DataFrame]] = {
         "replay": lambda: replay(spark, read_events(spark, path), timeouts=timeouts, tick=0.001),
         "lead": lambda: floor(spark.read.parquet(path), timeouts[0], hashed=False),
         "lead+hash": lambda: floor(spark.read.parquet(path), timeouts[0], hashed=True),
     }
-    pid = jvm_pid(spark)
+    runs = {variant: builders[variant] for variant in variants}
     results: dict[str, dict[str, list[float]]] = {v: {"seconds": [], "cpu": []} for v in runs}
-    for round_ in range(rounds + 1):
-        for variant, build in runs.items():
-            cpu, start = process_tree_cpu(pid), time.perf_counter()
-            build().write.mode("overwrite").parquet(out)
-            seconds, used = time.perf_counter() - start, process_tree_cpu(pid) - cpu
-            if round_ > 0:
-                results[variant]["seconds"].append(seconds)
-                results[variant]["cpu"].append(used)
+    with tempfile.TemporaryDirectory(prefix="aiowheel-bench-out-") as out:
+        for round_ in range(rounds + 1):
+            for variant, build in runs.items():
+                cpu, start = session_cpu(spark), time.perf_counter()
+                build().write.mode("overwrite").parquet(out)
+                seconds, used = time.perf_counter() - start, session_cpu(spark) - cpu
+                if round_ > 0:
+                    results[variant]["seconds"].append(seconds)
+                    results[variant]["cpu"].append(used)
     return results
 
 
 def child(argv: Sequence[str]) -> dict[str, Any]:
-    """Run in a fresh process: ``PATH MASTER ROUNDS TIMEOUTS``; returns the measurements."""
+    """Run in a fresh process: ``PATH MASTER ROUNDS TIMEOUTS PARTITIONS [VARIANTS]``
+    (``PARTITIONS`` 0: the session's default; ``VARIANTS``: comma-separated, default all);
+    returns the measurements."""
     from aiowheel.spark import spark_session
 
-    path, master, rounds, timeouts = argv
-    spark = spark_session(master)
+    path, master, rounds, timeouts, partitions, *chosen = argv
+    variants = chosen[0].split(",") if chosen else VARIANTS
+    spark = spark_session(master, shuffle_partitions=int(partitions) or None)
     try:
-        return measure_replay(spark, path, [float(t) for t in timeouts.split(",")], int(rounds))
+        seconds = [float(timeout) for timeout in timeouts.split(",")]
+        return measure_replay(spark, path, seconds, int(rounds), variants)
     finally:
         spark.stop()
 
@@ -169,19 +208,24 @@ def load() -> str:
 
 def replay_table(count: int, by_master: dict[str, dict[str, dict[str, list[float]]]]) -> str:
     """The replay figures as a Markdown table: events/s (median and range) per master and
-    variant, CPU seconds, and replay against its floors."""
+    variant, CPU seconds, replay against its floors, and each master against the first."""
+    first = next(iter(by_master))
     lines = [
-        "| master | variant | seconds (median) | events/s (median, range) | CPU s | vs lead() |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        "| master | variant | seconds (median) | events/s (median, range) | CPU s | vs lead() "
+        f"| vs {first} |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for master, variants in by_master.items():
         lead = statistics.median(variants["lead"]["seconds"])
         for variant in VARIANTS:
             seconds, fastest, slowest = median_range(variants[variant]["seconds"])
+            # The same variant's speed over the first master's (a cluster next to local[2]).
+            versus_first = statistics.median(by_master[first][variant]["seconds"]) / seconds
             lines.append(
                 f"| {master} | {variant} | {seconds:.2f} | {count / seconds:,.0f} "
                 f"({count / slowest:,.0f}-{count / fastest:,.0f}) | "
-                f"{statistics.median(variants[variant]['cpu']):.1f} | {lead / seconds:.2f}x |"
+                f"{statistics.median(variants[variant]['cpu']):.1f} | {lead / seconds:.2f}x "
+                f"| {versus_first:.2f}x |"
             )
     return "\n".join(lines)
 
@@ -193,8 +237,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeouts", default="30", help="comma-separated, default 30")
     parser.add_argument("--masters", default="local[1],local[2]")
+    parser.add_argument(
+        "--master",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also run on this cluster (spark://host:port), after --masters",
+    )
+    parser.add_argument("--cluster-cores", type=int, default=2, help="cores of --master")
+    parser.add_argument("--partitions", type=int, default=0, help="default: 2 per core")
     parser.add_argument("--out", default=None, help="also write results.json here (a folder)")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child)))
@@ -207,8 +260,17 @@ def main(argv: list[str] | None = None) -> int:
         count = generate_log(path, args.events)
         print(f"generated {count:,} events in {time.perf_counter() - start:.1f} s", flush=True)
         by_master = {
-            master: run_child(__file__, [path, master, str(args.rounds), args.timeouts])
-            for master in args.masters.split(",")
+            master: run_child(
+                __file__,
+                [
+                    path,
+                    master,
+                    str(args.rounds),
+                    args.timeouts,
+                    str(cluster_partitions(master, args.partitions, args.cluster_cores)),
+                ],
+            )
+            for master in [*args.masters.split(","), *args.master]
         }
     table = replay_table(count, by_master)
     print(f"\nreplay of {count:,} events, timeouts {args.timeouts}, median of {args.rounds}")

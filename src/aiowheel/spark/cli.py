@@ -68,15 +68,24 @@ def _path(text: str) -> str:
     return text if "://" in text else os.path.abspath(text)
 
 
-def _shards(text: str) -> int:
-    """Parse a shard count: a whole number >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"shards must be a whole number >= 1, got {text!r}"
-        ) from None
-    return _checked(lambda: check_count(value, "shards", 1, 2**31 - 1))
+def _count(name: str) -> Callable[[str], int]:
+    """An argument type: the count the Python API calls ``name``, a whole number >= 1, checked
+    by the API's own check."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a whole number >= 1, got {text!r}"
+            ) from None
+        return _checked(lambda: check_count(value, name, 1, 2**31 - 1))
+
+    return parse
+
+
+_shards = _count("shards")
+_max_files = _count("max_files_per_trigger")
 
 
 def _timeouts(text: str) -> list[float]:
@@ -253,11 +262,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "must keep the number the checkpoint was started with",
     )
     live.add_argument(
+        "--max-files-per-trigger",
+        type=_max_files,
+        default=None,
+        metavar="N",
+        help="cap on new files per micro-batch (default: all that have landed; a micro-batch "
+        "has a fixed cost, so fewer, larger ones are faster: see docs/spark.md)",
+    )
+    live.add_argument(
         "--api",
         choices=["row", "pandas"],
-        default="row",
-        help="the operator: row (transformWithState, default) or pandas "
-        "(transformWithStateInPandas)",
+        default="pandas",
+        help="the operator: pandas (transformWithStateInPandas, default) or row "
+        "(transformWithState); a checkpoint keeps the one it was started with",
     )
     live.add_argument(
         "--feed",
@@ -539,6 +556,7 @@ def _stream(spark: SparkSession, args: argparse.Namespace, console: Console) -> 
             delay=args.delay,
             format=args.format,
             processing_time=args.processing_time,
+            max_files_per_trigger=args.max_files_per_trigger,
             shards=args.shards,
             api=args.api,
         )

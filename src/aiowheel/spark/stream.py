@@ -3,8 +3,8 @@
 This module owns :func:`stream`, which emits, from a directory of event files that keeps
 growing, the same expiries as :func:`aiowheel.spark.replay` for the same events. Keys are
 hashed into shards (:mod:`aiowheel.spark.shard`); each shard is one group of
-``transformWithState`` (:class:`IdleExpiryProcessor`, the default) or of
-``transformWithStateInPandas`` (:class:`IdleExpiryPandasProcessor`), with one value state, one
+``transformWithStateInPandas`` (:class:`IdleExpiryPandasProcessor`, the default) or of
+``transformWithState`` (:class:`IdleExpiryProcessor`), with one value state, one
 event-time timer, its state in the RocksDB state store, and the query checkpointed: a stop and
 a restart lose no expiry and emit none twice (the Parquet sink commits each micro-batch exactly
 once with the checkpoint).
@@ -56,8 +56,10 @@ from aiowheel.spark.shard import Expiry
 
 __all__ = [
     "EXPIRY_SCHEMA",
+    "OPERATORS",
     "IdleExpiryPandasProcessor",
     "IdleExpiryProcessor",
+    "check_operator",
     "expiry_stream",
     "stream",
     "watermark",
@@ -85,6 +87,14 @@ SHARD_TYPE = StructType(
 )
 
 Api = Literal["row", "pandas"]
+
+# Each operator by its user-facing name, and the name of the physical operator that Spark
+# records for it in the checkpoint's state metadata (which Spark's "state-metadata" source
+# reads back). Spark refuses a restart with the other operator; stream() says so first.
+OPERATORS: dict[str, tuple[str, str]] = {
+    "row": ("transformWithState", "transformWithStateInPySparkExec"),
+    "pandas": ("transformWithStateInPandas", "transformWithStateInPandasExec"),
+}
 
 # Shards per shuffle partition when not given: enough that hashing spreads them evenly over
 # the partitions, few enough that each holds many keys (see docs/spark.md for sizing).
@@ -203,24 +213,24 @@ def expiry_stream(
     tick: float,
     delay: float = 10.0,
     shards: int | None = None,
-    api: Api = "row",
+    api: Api = "pandas",
 ) -> DataFrame:
     """The streaming expiries of a streaming DataFrame of events: the job without its ends.
 
     ``events`` is any streaming DataFrame in the event log format (a file source, Kafka, ...);
     the result has the columns of :data:`EXPIRY_SCHEMA`, in append mode. ``delay`` is the
     watermark delay in seconds: how late, in event time, an event may still arrive. ``api``
-    picks the operator: ``"row"`` is ``transformWithState``, ``"pandas"`` is
-    ``transformWithStateInPandas`` (faster per micro-batch in the latest benchmark, see
-    docs/spark.md); both run the same rule on the same state. ``shards`` is the number of
+    picks the operator: ``"pandas"`` (the default) is ``transformWithStateInPandas``,
+    ``"row"`` is ``transformWithState`` (slower per micro-batch in the benchmark, see
+    docs/spark.md); both run the same rule on the same state, but a checkpoint stays with the
+    operator that wrote it (Spark fails a restart with the other). ``shards`` is the number of
     groups keys are hashed into (default: 8 per shuffle partition); a restart from a checkpoint
     must keep it.
     """
     timeouts = check_timeouts(timeouts)
     tick = check_tick(tick)
     delay = float(check_length(delay, "delay", zero_ok=True))
-    if api not in ("row", "pandas"):
-        raise ValueError(f"api must be 'row' or 'pandas', got {api!r}")
+    _check_api(api)
     if shards is None:
         partitions = events.sparkSession.conf.get("spark.sql.shuffle.partitions") or "200"
         shards = SHARDS_PER_PARTITION * int(partitions)
@@ -272,7 +282,7 @@ def stream(
     max_files_per_trigger: int | None = None,
     query_name: str | None = None,
     shards: int | None = None,
-    api: Api = "row",
+    api: Api = "pandas",
 ) -> StreamingQuery:
     """Start the streaming idle-expiry job from a directory of event files; returns the query.
 
@@ -287,13 +297,29 @@ def stream(
             ``ts`` as TIMESTAMP here if the files hold timestamps).
         processing_time: ``None`` processes what is there and stops (trigger ``availableNow``);
             an interval such as ``"10 seconds"`` keeps running, one micro-batch per interval.
-        max_files_per_trigger: cap on new files per micro-batch.
+        max_files_per_trigger: cap on new files per micro-batch (a whole number >= 1), or None
+            for every file that has landed.
+        shards: see :func:`expiry_stream`; by default 8 per shuffle partition, and for a
+            checkpoint with state 8 per partition it was started with (Spark keeps those).
+        api: the operator (see :func:`expiry_stream`). A checkpoint stays with the operator it
+            was started with: a restart with the other one raises ValueError naming both.
 
     The query needs ``spark.sql.streaming.stateStore.providerClass`` set to RocksDB before it
     first starts (:func:`aiowheel.spark.spark_session` does this).
     """
     if format not in ("parquet", "json", "csv"):
         raise ValueError(f"format must be 'parquet', 'json' or 'csv', got {format!r}")
+    _check_api(api)
+    if max_files_per_trigger is not None:
+        max_files_per_trigger = check_count(
+            max_files_per_trigger, "max_files_per_trigger", 1, 2**31 - 1, optional=True
+        )
+    stored = _stored_state(spark, checkpoint)
+    _refuse_other_operator(stored, api)
+    if shards is None and stored:
+        # Spark keeps the shuffle partitions a checkpoint was started with, whatever the
+        # session's setting now: so do the shards that default to them.
+        shards = SHARDS_PER_PARTITION * stored[0][1]
     reader = spark.readStream.schema(schema if schema is not None else EVENT_SCHEMA).option(
         "recursiveFileLookup", "true"
     )
@@ -322,6 +348,43 @@ def stream(
     else:
         writer = writer.trigger(processingTime=processing_time)
     return writer.start()
+
+
+def _check_api(api: str) -> None:
+    if api not in OPERATORS:
+        raise ValueError(f"api must be 'row' or 'pandas', got {api!r}")
+
+
+def _operator(api: str) -> str:
+    return f"api={api!r} ({OPERATORS[api][0]})"
+
+
+def check_operator(spark: SparkSession, checkpoint: str, api: Api) -> None:
+    """Refuse to go on from ``checkpoint`` with another operator than the one that wrote it.
+
+    Both operators keep the same state, but Spark records which physical operator wrote it and
+    fails a restart with the other one in its first micro-batch. This reads the checkpoint's
+    state metadata (nothing, for a new checkpoint or one without state yet) and raises
+    ValueError naming both operators before any query starts.
+    """
+    _refuse_other_operator(_stored_state(spark, checkpoint), api)
+
+
+def _stored_state(spark: SparkSession, checkpoint: str) -> list[tuple[str, int]]:
+    """The stateful operators of ``checkpoint`` as ``(physical operator, partitions)``: Spark's
+    own record of them, read with its "state-metadata" source (none for a new checkpoint)."""
+    metadata = spark.read.format("state-metadata").load(checkpoint)
+    return [(row[0], row[1]) for row in metadata.select("operatorName", "numPartitions").collect()]
+
+
+def _refuse_other_operator(stored: list[tuple[str, int]], api: Api) -> None:
+    written = {physical for physical, _partitions in stored}
+    for stored_api, (_name, physical) in OPERATORS.items():
+        if physical in written and stored_api != api:
+            raise ValueError(
+                f"this checkpoint's state was written by {_operator(stored_api)}, not "
+                f"{_operator(api)}: restart with api={stored_api!r}, or start a new checkpoint"
+            )
 
 
 def watermark(query: StreamingQuery) -> float | None:
