@@ -4,7 +4,7 @@ virtual time.
 A loaded machine can stall a real-time loop for any length of time, so a test never asserts that
 something happened within a real-time window: it waits for the thing itself, bounded by
 :data:`HANG`, a bound that turns a hang into a failure and is never reached by a slow machine.
-In virtual time the waits below cost nothing: the clock jumps.
+In virtual time such a wait costs nothing: the clock jumps.
 
 A module of its own, not ``conftest.py``, so that tests can import it (see ``twins.py``).
 """
@@ -14,23 +14,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-import anyio
-
-__all__ = ["HANG", "POLL", "run_until", "until"]
+__all__ = ["HANG", "POLL", "run_until"]
 
 #: Upper bound on a wait for an event, in seconds: fails only on a hang, never on a slow machine.
 HANG = 60.0
 #: How often a condition is checked: shorter than the wheel loop's default ``min_delay`` (4 ms),
 #: so that the checks stay on the base loop and add no wheel timer.
 POLL = 0.001
-
-
-async def until(condition: Callable[[], bool]) -> None:
-    """Return once ``condition()`` holds, checked every :data:`POLL` s of the running backend's
-    clock; ``TimeoutError`` after :data:`HANG` s."""
-    with anyio.fail_after(HANG):
-        while not condition():
-            await anyio.sleep(POLL)
 
 
 def run_until(loop: asyncio.AbstractEventLoop, condition: Callable[[], bool]) -> None:
