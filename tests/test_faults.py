@@ -45,6 +45,7 @@ import anyio.abc
 import pytest
 from test_loop import VirtualLoop, make_loop, needs_uvloop
 from test_timer import cancellation, running_tasks
+from waiting import HANG
 
 from aiowheel import PendingLimitError, Timer
 from aiowheel.idle import IdleTimeouts
@@ -262,7 +263,7 @@ def test_interrupting_on_asyncio(
             loop.run_until_complete(asyncio.sleep(5))  # ends at the interrupt
         timer.call_later(0.001, ran.append, "after recovery")
         # Once: no second interrupt. (The bound turns a dead driver into a failure, not a hang.)
-        loop.run_until_complete(asyncio.wait_for(timer.sleep(0.01), 1))
+        loop.run_until_complete(asyncio.wait_for(timer.sleep(0.01), HANG))
         expected_ran = ["after recovery", "later"]
         expected_ran += ["same batch"] if idle is None else ["first", "interrupting", "last"]
         assert sorted(ran) == sorted(expected_ran)  # nothing lost, nothing twice
@@ -491,7 +492,7 @@ async def _call_later_in_callback(timer: Timer, events: list[str]) -> None:
         timer.call_later(0.001, events.append, "uncaught")  # refused: reported, stops nothing
 
     timer.call_later(-1, callback)
-    with anyio.fail_after(1):
+    with anyio.fail_after(HANG):
         await done.wait()
 
 
@@ -530,7 +531,7 @@ async def _idle_refiles_at_the_limit(timer: Timer, events: list[str]) -> None:
     idle.touch("a")  # two new deadlines...
     await anyio.sleep(0.002)
     idle.touch("b")  # ...re-filed when the first entry fires: never refused
-    with anyio.fail_after(1):
+    with anyio.fail_after(HANG):
         while len(idle):
             await anyio.sleep(0.001)
 
@@ -627,7 +628,7 @@ Closer = Callable[[Timer, anyio.abc.TaskGroup], Awaitable[None]]
 
 
 async def _until_closed(timer: Timer) -> None:
-    with anyio.fail_after(1):
+    with anyio.fail_after(HANG):
         while not timer.closed:
             await anyio.sleep(0.001)  # not sleep(0): virtual time would never advance
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 import pytest
+from waiting import HANG
 
 from aiowheel import (
     JobCancelled,
@@ -619,7 +620,7 @@ async def test_a_callback_rescheduling_itself_at_once_does_not_starve_the_loop()
             current[:] = [timer.call_later(-1, again)]  # due at once, every time
 
         current.append(timer.call_later(-1, again))
-        with anyio.fail_after(1):
+        with anyio.fail_after(HANG):
             while runs < 5:
                 await anyio.sleep(0)  # would never return if the driver kept the loop busy
         current[0].cancel()
@@ -982,7 +983,7 @@ async def test_cancel_a_running_coroutine_job_cancels_its_task(backend_name: str
         await started.wait()
         assert not job.done()
         job.cancel()
-        with pytest.raises(cancellation(backend_name)), anyio.fail_after(1):
+        with pytest.raises(cancellation(backend_name)), anyio.fail_after(HANG):
             await job  # fail_after: a job left running would hang here
         assert finalised == [True]
         assert job.cancelled()
@@ -1015,7 +1016,7 @@ async def test_cancelling_the_awaiting_task_cancels_a_running_job(backend_name: 
         await started.wait()
         with anyio.move_on_after(0.005):
             await job
-        with pytest.raises(cancellation(backend_name)), anyio.fail_after(1):
+        with pytest.raises(cancellation(backend_name)), anyio.fail_after(HANG):
             await job  # once its task has ended; fail_after: a job left running would hang
         assert finalised == [True]
         assert job.cancelled()
@@ -1032,7 +1033,7 @@ async def test_cancel_a_coroutine_job_spawned_but_not_started_yet(backend_name: 
         when = timer.time() + 0.001
         job = timer.schedule_at(when, work)
         timer.call_at(when, job.cancel)
-        with pytest.raises(cancellation(backend_name)), anyio.fail_after(1):
+        with pytest.raises(cancellation(backend_name)), anyio.fail_after(HANG):
             await job  # fail_after: a job stuck "running" would hang here
         assert job.cancelled()
         assert job.done()
@@ -1048,7 +1049,7 @@ async def test_closing_right_after_a_coroutine_job_was_spawned_ends_it(backend_n
         job = timer.schedule_at(when, work)
         # Resumes in the pass that spawns the job's task, before that task's first step.
         await first
-    with pytest.raises(cancellation(backend_name)), anyio.fail_after(1):
+    with pytest.raises(cancellation(backend_name)), anyio.fail_after(HANG):
         await job
     assert job.cancelled()
 
@@ -1244,7 +1245,7 @@ async def test_leaving_wakes_awaiters_of_pending_and_running_jobs_and_sleepers(
             outcomes[name] = "returned"
 
     # fail_after: a sleeper or awaiter left hanging would otherwise hang the test.
-    with anyio.fail_after(1):
+    with anyio.fail_after(HANG):
         async with anyio.create_task_group() as group, Timer() as timer:
             pending = timer.schedule(10, _noop)
             running = timer.schedule(0, anyio.sleep_forever)
@@ -1339,7 +1340,7 @@ async def test_aclose_from_another_task_than_the_one_that_entered(
                 closing = timer.schedule(0, close)
             else:
                 timer.call_later(0, group.start_soon, close)
-            with anyio.fail_after(1):
+            with anyio.fail_after(HANG):
                 await closed.wait()
             assert timer.closed
             assert pending.cancelled()
@@ -1495,7 +1496,7 @@ def test_an_interrupt_propagates_once_and_the_timer_keeps_working(
             assert ran == ["before"]  # the interrupt left at once, as asyncio's does
         timer.call_later(0.001, ran.append, "after recovery")
         # No second interrupt; the bound only turns a dead driver into a failure, not a hang.
-        loop.run_until_complete(asyncio.wait_for(timer.sleep(0.01), 1))
+        loop.run_until_complete(asyncio.wait_for(timer.sleep(0.01), HANG))
         assert ran[:2] == ["before", "same batch"]
         assert sorted(ran[2:]) == ["after recovery", "later"]
         assert len(timer) == 0
@@ -1523,7 +1524,7 @@ def test_system_exit_from_a_callback_leaves_asyncio_run_once(
                     timer.call_later(0.001, raise_, SystemExit(3))
                 else:
                     timer.schedule(0.001, exiting_coroutine)
-                await asyncio.sleep(1)
+                await asyncio.sleep(HANG)  # ends at the SystemExit
         finally:
             closed.append(timer.closed)
 
