@@ -847,7 +847,7 @@ def test_eager_close_mid_pass(loop_name: str, closer: EagerCloser, expected: lis
             rest = timer.call_at(when, ran.append, "the rest of the batch")
             job = timer.schedule_at(when, ran.append, "a job of the rest of the batch")
             with pytest.raises(asyncio.CancelledError):
-                await asyncio.wait_for(job, 1)  # the bound turns a hang into a failure
+                await asyncio.wait_for(job, HANG)  # the bound turns a hang into a failure
             assert timer.closed and rest.cancelled() and job.cancelled()
             await asyncio.sleep(DUE * 5)  # nothing of the Timer runs any more
         assert len(timer) == 0
