@@ -15,6 +15,7 @@
 import asyncio as _asyncio
 import time as _time
 from asyncio import format_helpers as _format_helpers
+from heapq import heappop as _heappop, heappush as _heappush
 
 # The class asyncio's handles are compared with; ours compare with theirs as theirs do.
 _ASYNCIO_TIMER_HANDLE = _asyncio.TimerHandle
@@ -42,6 +43,8 @@ cdef class LoopTimerHandle(Entry):
     cdef public object _repr
     # The loop's core while the timer may still be on the wheel; None once cancelled.
     cdef LoopCore _core
+    # Scheduling order among all the core's timers: ties between equal deadlines by it.
+    cdef readonly int64_t _order
     cdef object __weakref__
 
     def __init__(self, *args, **kwargs):
@@ -148,12 +151,15 @@ cdef class LoopTimerHandle(Entry):
 
 
 cdef class LoopCore:
-    """The wheel of one wheel-backed loop and its timers' bookkeeping; see
-    :class:`aiowheel._loopcore.LoopCore`, its specification."""
+    """The wheel of one wheel-backed loop, its queue of imminent timers, and their
+    bookkeeping; see :class:`aiowheel._loopcore.LoopCore`, its specification."""
 
     cdef readonly object loop
     cdef readonly object clock
     cdef readonly HierarchicalWheel wheel
+    # A heap of (deadline, order, handle): see the pure twin.
+    cdef readonly list near
+    cdef readonly int64_t order
     cdef readonly bint closed
     # loop.get_debug(), kept by the loop's set_debug: read on every schedule and cancel.
     cdef public bint debug
@@ -164,6 +170,7 @@ cdef class LoopCore:
     cdef public double advanced_to
     cdef readonly double catch_up_after
     cdef readonly Py_ssize_t wheel_timers
+    cdef readonly Py_ssize_t near_timers
     cdef readonly Py_ssize_t cancelled
     cdef readonly Py_ssize_t fired
     cdef readonly Py_ssize_t driver_wakeups
@@ -175,6 +182,8 @@ cdef class LoopCore:
         uses_monotonic = getattr(loop.time, "__func__", None) is _asyncio.BaseEventLoop.time
         self.clock = _time.monotonic if uses_monotonic else loop.time
         self.wheel = wheel
+        self.near = []
+        self.order = 0
         self.closed = False
         self.debug = loop.get_debug()
         self.min_delay = min_delay
@@ -184,22 +193,26 @@ cdef class LoopCore:
         self.advanced_to = now
         self.catch_up_after = wheel.wheel_size * wheel.tick
         self.wheel_timers = 0
+        self.near_timers = 0
         self.cancelled = 0
         self.fired = 0
         self.driver_wakeups = 0
 
-    def call_on_wheel(self, double now, when, deadline, callback, tuple args, context):
-        """File a timer for ``when`` (``deadline`` is the same time as a float) on the wheel."""
-        return self._schedule(now, when, deadline, callback, args, context, 1)
+    def schedule(self, double now, when, deadline, bint on_wheel, callback, tuple args,
+                 context):
+        """A timer for ``when`` (``deadline`` is the same time as a float), on the wheel if
+        ``on_wheel``, else in the near queue."""
+        return self._schedule(now, when, deadline, on_wheel, callback, args, context, 1)
 
     cdef LoopTimerHandle _schedule(
-        self, double now, object when, object deadline, object callback, tuple args,
-        object context, int caller_frame,
+        self, double now, object when, object deadline, bint on_wheel, object callback,
+        tuple args, object context, int caller_frame,
     ):
-        """call_on_wheel; ``caller_frame`` is the frame (from the innermost Python one) where
-        the traceback of a debug-mode handle ends: none of this extension's functions has one."""
+        """schedule; ``caller_frame`` is the frame (from the innermost Python one) where the
+        traceback of a debug-mode handle ends: none of this extension's functions has one."""
         cdef LoopTimerHandle handle
-        cdef HierarchicalWheel wheel = self.wheel
+        cdef HierarchicalWheel wheel
+        cdef double next_due
         loop = self.loop
         if self.closed:
             raise RuntimeError("Event loop is closed")
@@ -213,23 +226,30 @@ cdef class LoopCore:
         handle._context = PyContext_CopyCurrent() if context is None else context
         handle._loop = loop
         handle._core = self
-        if now - self.advanced_to >= self.catch_up_after:
-            next_deadline = wheel.next_deadline()
-            if next_deadline is None or next_deadline > now:
-                # Nothing is due, so this advance returns nothing: it only moves the clock.
-                wheel.advance_entries(now)
-                self.advanced_to = now
-        wheel.add_entry(handle)
-        self.wheel_timers += 1
+        handle._order = self.order
+        self.order += 1
+        if on_wheel:
+            wheel = self.wheel
+            if now - self.advanced_to >= self.catch_up_after:
+                next_deadline = wheel.next_deadline()
+                if next_deadline is None or next_deadline > now:
+                    # Only moves the clock up; what it returns goes to the near queue.
+                    self._take_near(wheel.advance_entries(now))
+                    self.advanced_to = now
+            wheel.add_entry(handle)
+            self.wheel_timers += 1
+        else:
+            _heappush(self.near, (deadline, handle._order, handle))
+            self.near_timers += 1
         if deadline < self.driver_when:
             # Only then can the driver be armed too late (see the pure twin).
-            next_deadline = wheel.next_deadline()
-            if next_deadline is not None and next_deadline < self.driver_when:
-                loop._arm(next_deadline)
+            next_due = self._next_due()
+            if next_due < self.driver_when:
+                loop._arm(next_due)
         return handle
 
     def cancel(self, handle):
-        """``handle`` was cancelled: take it off the wheel at once (unless it fired already)."""
+        """``handle`` was cancelled: take it off the wheel at once (unless it left the wheel)."""
         self._forget(<LoopTimerHandle?>handle)
 
     cdef int _forget(self, LoopTimerHandle handle) except -1:
@@ -242,19 +262,69 @@ cdef class LoopCore:
             self.loop._rearm()
         return 0
 
+    def next_due(self):
+        """When the driver must run next (inf if the core holds no timer); see the pure twin."""
+        return self._next_due()
+
+    cdef double _next_due(self) except? -1.0:
+        cdef list near = self.near
+        cdef double when = math.inf
+        while near and (<LoopTimerHandle>(<tuple>near[0])[2])._cancelled:
+            _heappop(near)
+            self.cancelled += 1
+        if near:
+            when = (<tuple>near[0])[0]
+        next_deadline = self.wheel.next_deadline()
+        if next_deadline is not None:
+            bucket_start = next_deadline - self.wheel.tick
+            if bucket_start < when:
+                return bucket_start
+        return when
+
     def advance(self, double now):
-        """The driver's pass: advance the wheel to ``now``, return the handles now due."""
-        cdef list due
+        """The driver's pass: the handles due at ``now``, in (deadline, scheduling order); see
+        the pure twin."""
+        cdef list near = self.near
+        cdef list due = []
+        cdef LoopTimerHandle handle
         self.driver_wakeups += 1
-        due = self.wheel.advance_entries(now)
+        self._take_near(self.wheel.advance_entries(now + 2 * self.wheel.tick))
         self.advanced_to = now
+        while near and (<tuple>near[0])[0] <= now:
+            handle = <LoopTimerHandle>(<tuple>_heappop(near))[2]
+            if handle._cancelled:
+                self.cancelled += 1
+            else:
+                due.append(handle)
         self.fired += PyList_GET_SIZE(due)
         return due
 
+    cdef int _take_near(self, list entries) except -1:
+        """Move ``entries``, just taken off the wheel, to the near queue."""
+        cdef LoopTimerHandle handle
+        near = self.near
+        for entry in entries:
+            handle = <LoopTimerHandle>entry
+            _heappush(near, (_get(handle, _OFF_DEADLINE, "deadline"), handle._order, handle))
+        return 0
+
+    def pending(self):
+        """Timers held and not cancelled: on the wheel or in the near queue."""
+        cdef Py_ssize_t live = 0
+        for item in self.near:
+            if not (<LoopTimerHandle>(<tuple>item)[2])._cancelled:
+                live += 1
+        return len(self.wheel) + live
+
     def close(self):
-        """Empty the wheel: its timers are dropped, not run. Called once the loop is closed."""
+        """Empty the wheel and the near queue: their timers are dropped, not run. Called once
+        the loop is closed."""
         self.closed = True
         self.driver_when = math.inf
+        near = self.near
+        self.near = []
+        for item in near:
+            _set((<tuple>item)[2], _OFF_PAYLOAD, None)
         for entry in self.wheel.remove_all():
             _set(entry, _OFF_PAYLOAD, None)
 
@@ -265,41 +335,50 @@ cdef class LoopCore:
 
 @cython.binding(True)
 def loop_call_later(loop, delay, callback, *args, context=None):
-    """asyncio's ``call_later``, with the timer on the wheel if ``delay >= min_delay``.
+    """asyncio's ``call_later``: on the wheel if ``delay >= min_delay``, in the near queue if
+    shorter, on the base loop if further than ``far_delay``, infinite or NaN.
 
-    On the wheel, a delay that is not an int or a float (a Fraction, a numpy scalar) is added
-    to the clock exactly, and the sum rounded up: the callback never runs before
-    ``loop.time() + delay``.
+    A bool is taken as the int it is (1 or 0), as asyncio and uvloop take it. A delay that is
+    not an int or a float (a Fraction, a numpy scalar) is added to the clock exactly, and the
+    sum rounded up: the callback never runs before ``loop.time() + delay``.
     """
     cdef LoopCore core
     if delay is None:
         raise TypeError("delay must not be None")
+    if type(delay) is bool:
+        delay = int(delay)
     core = <LoopCore?>loop._core
     now = core.clock()
     when = now + delay
     # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
-    if core.min_delay <= delay <= core.far_delay and when < core.latest_deadline:
+    if -core.far_delay <= delay <= core.far_delay and when < core.latest_deadline:
         deadline = when if type(delay) is float else deadline_after(now, delay)
-        return core._schedule(now, when, deadline, callback, args, context, 0)
+        return core._schedule(
+            now, when, deadline, delay >= core.min_delay, callback, args, context, 0
+        )
     return _on_base(loop, when, delay, callback, args, context)
 
 
 @cython.binding(True)
 def loop_call_at(loop, when, callback, *args, context=None):
-    """asyncio's ``call_at``, with the timer on the wheel if ``when - time() >= min_delay``.
+    """asyncio's ``call_at``, routed as ``loop_call_later`` routes ``when - time()``.
 
-    On the wheel, a ``when`` that is not an int or a float (a Fraction, a numpy scalar) is
-    rounded up to a float: the callback never runs before ``when``.
+    A bool is taken as the int it is. A ``when`` that is not an int or a float (a Fraction, a
+    numpy scalar) is rounded up to a float: the callback never runs before ``when``.
     """
     cdef LoopCore core
     if when is None:
         raise TypeError("when cannot be None")
+    if type(when) is bool:
+        when = int(when)
     core = <LoopCore?>loop._core
     now = core.clock()
     delay = when - now
-    if core.min_delay <= delay <= core.far_delay and when < core.latest_deadline:
+    if -core.far_delay <= delay <= core.far_delay and when < core.latest_deadline:
         deadline = when if type(when) is float else check_deadline(when, "when")
-        return core._schedule(now, when, deadline, callback, args, context, 0)
+        return core._schedule(
+            now, when, deadline, delay >= core.min_delay, callback, args, context, 0
+        )
     return _on_base(loop, when, delay, callback, args, context)
 
 
