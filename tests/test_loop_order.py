@@ -13,9 +13,11 @@ loop in a callback and assert only the order in which timers then run, never a t
 from __future__ import annotations
 
 import asyncio
+import gc
 import random
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 from unittest import mock
@@ -36,9 +38,15 @@ WATCHDOG = 10.0
 
 
 @pytest.fixture(params=["asyncio", pytest.param("uvloop", marks=needs_uvloop)])
-def loop(request: pytest.FixtureRequest) -> Iterator[WheelLoop]:
+def kind(request: pytest.FixtureRequest) -> str:
+    """The base loop: asyncio's selector loop or uvloop."""
+    return str(request.param)
+
+
+@pytest.fixture
+def loop(kind: str) -> Iterator[WheelLoop]:
     """A real wheel-backed loop on each base."""
-    loop = new_event_loop(uvloop=request.param == "uvloop")
+    loop = new_event_loop(uvloop=kind == "uvloop")
     yield loop
     loop.close()
 
@@ -271,3 +279,73 @@ def test_call_at_with_a_bool_matches_asyncio() -> None:
         finally:
             reference.close()
             loop.close()
+
+
+# -- handles the cyclic collector need not visit ----------------------------------------------
+
+
+class Connection:
+    """The classic cycle: an object holding its own timer, whose callback is its bound method."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, delay: float) -> None:
+        self.handle = loop.call_later(delay, self.expire)
+
+    def expire(self) -> None:
+        pass
+
+
+def collected(make: Callable[[], Connection]) -> bool:
+    """Whether the Connection ``make`` returns is freed once dropped and collected."""
+    ref = weakref.ref(make())
+    gc.collect()
+    return ref() is None
+
+
+def test_the_compiled_handle_is_not_tracked_by_the_cyclic_collector(loop: WheelLoop) -> None:
+    handle = loop.call_later(10, print)
+    short = loop.call_later(0, print)
+    # The pure handle is an asyncio.TimerHandle, which CPython tracks: nothing to spare there.
+    tracked = not isinstance(handle, asyncio.TimerHandle)
+    assert gc.is_tracked(handle) is not tracked and gc.is_tracked(short) is not tracked
+    handle.cancel()
+    short.cancel()
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.0])  # on the wheel, in the near queue
+def test_a_handle_cycle_is_freed_after_the_handle_runs(loop: WheelLoop, delay: float) -> None:
+    done: asyncio.Future[None] = loop.create_future()
+
+    def make() -> Connection:
+        connection = Connection(loop, delay)
+        loop.call_later(delay + 0.01, done.set_result, None)
+        return connection
+
+    ref = weakref.ref(make())
+    run_until(loop, done)
+    gc.collect()
+    assert ref() is None
+
+
+@pytest.mark.parametrize("delay", [10.0, 0.0])
+def test_a_handle_cycle_is_freed_after_cancel(loop: WheelLoop, delay: float) -> None:
+    def make() -> Connection:
+        connection = Connection(loop, delay)
+        connection.handle.cancel()
+        return connection
+
+    assert collected(make)
+
+
+@pytest.mark.parametrize("delay", [10.0, 0.0])
+def test_a_handle_cycle_is_freed_after_the_loop_closes_with_it_pending(
+    kind: str, delay: float
+) -> None:
+    loop = new_event_loop(uvloop=kind == "uvloop")
+    connection = Connection(loop, delay)
+    handle = connection.handle  # still referenced after close
+    loop.close()
+    ref = weakref.ref(connection)
+    del connection
+    gc.collect()
+    assert ref() is None
+    assert not handle.cancelled()  # dropped, not cancelled, as asyncio drops its heap

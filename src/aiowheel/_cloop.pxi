@@ -11,6 +11,16 @@
 # when(), cancel(), cancelled(), get_context(), ordering, hashing, the same repr, and the private
 # fields and _run() asyncio's loop uses (_cancelled, _callback, _args, _context, _loop,
 # _source_traceback, _repr, _when).
+#
+# The handle is not tracked by the cyclic garbage collector, and its type has no GC support (see
+# _drop_gc in the Timer core, which does the same for the Timer's handles): a loop with many
+# pending timers is that many objects fewer for every full collection to walk. It is safe because
+# a handle holds its callback, arguments, context and core only while it is pending -- reachable
+# from its loop's wheel or near queue -- and releases them the moment it runs, is cancelled or
+# its loop closes; what it keeps then (its when, its loop, its repr and source traceback) closes
+# no cycle through user objects. A callback that references its own handle (a bound method of an
+# object holding it) makes a cycle only while the handle is pending, and the loop holds it then
+# anyway. Observable difference from asyncio: once run or cancelled, get_context() is None.
 
 import asyncio as _asyncio
 import time as _time
@@ -86,16 +96,20 @@ cdef class LoopTimerHandle(Entry):
         self._core = None
         if core is not None:
             core._forget(self)
-        _set(self, _OFF_PAYLOAD, None)
-        self._args = None
+        _release(self)
 
     def _run(self):
         """Run the callback in its context, as ``asyncio.Handle._run``: an exception goes to the
-        loop's exception handler."""
+        loop's exception handler. The handle releases its callback, arguments and context first
+        (see the top of this file)."""
         callback = _get(self, _OFF_PAYLOAD, "payload")
         args = self._args
+        context = self._context
+        if self._repr is None and self._source_traceback is not None:
+            self._repr = repr(self)  # debug mode: the repr it had, now that the callback goes
+        _release(self)
         try:
-            _run_in(self._context, callback, args)
+            _run_in(context, callback, args)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
@@ -148,6 +162,33 @@ cdef class LoopTimerHandle(Entry):
             and self._cancelled == other._cancelled
         )
         return equal if op == 2 else not equal
+
+
+cdef inline void _release(LoopTimerHandle handle) noexcept:
+    """Let go of what a pending handle holds: it ran, was cancelled or its loop closed."""
+    _set(handle, _OFF_PAYLOAD, None)
+    handle._args = None
+    handle._context = None
+    handle._core = None
+
+
+cdef int _drop_loop_handle_gc() except -1:
+    """Take GC support away from LoopTimerHandle (see the top of this file), telling the
+    deallocator which fields hold references."""
+    cdef LoopTimerHandle probe = LoopTimerHandle.__new__(LoopTimerHandle)
+    cdef Py_ssize_t offsets[10]
+    markers = [object() for _ in range(6)] + [LoopCore.__new__(LoopCore)]
+    (probe._when, probe._args, probe._context, probe._loop, probe._source_traceback,
+     probe._repr, probe._core) = markers
+    offsets[0], offsets[1], offsets[2] = _OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET
+    for i in range(7):
+        offsets[3 + i] = _find_field(probe, markers[i])
+    del probe  # freed by Cython's deallocator while the type still has GC support
+    aw_drop_gc(<PyTypeObject *>LoopTimerHandle, offsets, 10)
+    return 0
+
+
+_drop_loop_handle_gc()
 
 
 cdef class LoopCore:
@@ -324,9 +365,9 @@ cdef class LoopCore:
         near = self.near
         self.near = []
         for item in near:
-            _set((<tuple>item)[2], _OFF_PAYLOAD, None)
+            _release(<LoopTimerHandle>(<tuple>item)[2])
         for entry in self.wheel.remove_all():
-            _set(entry, _OFF_PAYLOAD, None)
+            _release(<LoopTimerHandle>entry)
 
 
 # The loop's call_later and call_at: functions the loop class takes as its methods (binding

@@ -64,6 +64,24 @@ class TimerHandle(asyncio.TimerHandle):
     # Scheduling order among all the core's timers: ties between equal deadlines by it.
     _order: int
 
+    def _run(self) -> None:
+        """asyncio's ``Handle._run``; then the handle lets go of its callback, its arguments and
+        its context, as the compiled handle does (which the cyclic collector does not track, so
+        it must hold nothing once spent): ``get_context()`` is None from then on."""
+        fields: Any = self  # asyncio's private fields, not all in typeshed
+        if fields._source_traceback and fields._repr is None:
+            fields._repr = repr(self)  # debug mode: the repr it had, as cancel() keeps it
+        try:
+            super()._run()
+        finally:
+            _release(self)
+
+
+def _release(timer: TimerHandle) -> None:
+    """Let go of what a pending timer holds: it ran, was cancelled or its loop closed."""
+    fields: Any = timer
+    fields._callback = fields._args = fields._context = None
+
 
 class LoopCore:
     """The wheel of one wheel-backed loop, its queue of imminent timers, and their bookkeeping.
@@ -176,7 +194,12 @@ class LoopCore:
         return timer
 
     def cancel(self, handle: TimerHandle) -> None:
-        """``handle`` was cancelled: take it off the wheel at once (unless it left the wheel)."""
+        """``handle`` was cancelled: take it off the wheel at once (unless it left the wheel).
+
+        asyncio's ``cancel`` then releases the callback and arguments; the context goes here.
+        """
+        fields: Any = handle
+        fields._context = None
         entry = handle._entry
         if entry is None:
             return
@@ -248,10 +271,14 @@ class LoopCore:
         the loop is closed."""
         self.closed = True
         self.driver_when = math.inf
+        for _, _, timer in self.near:
+            _release(timer)
         self.near.clear()
         # Dropping each entry's payload breaks the handle -> entry -> handle cycle, so the
         # handles go now rather than at the next garbage collection.
         for entry in self.wheel.remove_all():
+            assert entry.payload is not None  # a pending entry holds its handle
+            _release(entry.payload)
             entry.payload = None
 
 
