@@ -13,6 +13,7 @@ loop in a callback and assert only the order in which timers then run, never a t
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import gc
 import random
 import threading
@@ -349,3 +350,52 @@ def test_a_handle_cycle_is_freed_after_the_loop_closes_with_it_pending(
     gc.collect()
     assert ref() is None
     assert not handle.cancelled()  # dropped, not cancelled, as asyncio drops its heap
+
+
+# -- context snapshots ------------------------------------------------------------------------
+
+request_id: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="none")
+
+
+def test_each_callback_runs_in_the_context_of_its_scheduling_and_leaks_nothing(
+    loop: WheelLoop,
+) -> None:
+    seen: list[tuple[str, str]] = []
+    done: asyncio.Future[None] = loop.create_future()
+
+    def callback(name: str) -> None:
+        seen.append((name, request_id.get()))
+        request_id.set(f"set by {name}")  # must be seen by no other callback
+
+    def schedule() -> None:
+        request_id.set("a")
+        first = loop.call_later(0.01, callback, "first")
+        second = loop.call_later(0.01, callback, "second")
+        short = loop.call_later(0, callback, "short")
+        request_id.set("b")
+        third = loop.call_later(0.01, callback, "third")
+        loop.call_later(0.02, done.set_result, None)
+        # Equal to the context at scheduling time, whatever the handles share. (_context:
+        # asyncio's handles have get_context() only from Python 3.12.)
+        handles = (first, second, short, third)
+        assert [h._context[request_id] for h in handles] == [  # type: ignore[attr-defined]
+            "a",
+            "a",
+            "a",
+            "b",
+        ]
+
+    contextvars.Context().run(schedule)
+    run_until(loop, done)
+    assert seen == [("short", "a"), ("first", "a"), ("second", "a"), ("third", "b")]
+    assert request_id.get() == "none"
+
+
+def test_a_context_passed_in_is_the_one_the_callback_runs_in(loop: WheelLoop) -> None:
+    context = contextvars.Context()
+    done: asyncio.Future[None] = loop.create_future()
+    handle = loop.call_later(0.01, request_id.set, "kept", context=context)
+    assert handle._context is context  # type: ignore[attr-defined]
+    loop.call_later(0.02, done.set_result, None)
+    run_until(loop, done)
+    assert context[request_id] == "kept"  # as asyncio: the change stays in that context

@@ -21,6 +21,12 @@
 # no cycle through user objects. A callback that references its own handle (a bound method of an
 # object holding it) makes a cycle only while the handle is pending, and the loop holds it then
 # anyway. Observable difference from asyncio: once run or cancelled, get_context() is None.
+#
+# Timers scheduled from the same context share one context snapshot, as the Timer's handles do
+# (see the Timer core): the core keeps the snapshot it made last and hands it out again while
+# the current context's variables are the same mapping -- read without copying the current
+# context -- and a callback runs in a fresh copy of it, so that its ContextVar.set() leaks
+# nowhere, as in asyncio. A cancelled timer, the common case, never costs a Context of its own.
 
 import asyncio as _asyncio
 import time as _time
@@ -55,6 +61,8 @@ cdef class LoopTimerHandle(Entry):
     cdef LoopCore _core
     # Scheduling order among all the core's timers: ties between equal deadlines by it.
     cdef readonly int64_t _order
+    # True if _context is the core's shared snapshot: the callback runs in a copy of it.
+    cdef bint _copy_context
     cdef object __weakref__
 
     def __init__(self, *args, **kwargs):
@@ -104,7 +112,7 @@ cdef class LoopTimerHandle(Entry):
         (see the top of this file)."""
         callback = _get(self, _OFF_PAYLOAD, "payload")
         args = self._args
-        context = self._context
+        context = PyContext_Copy(self._context) if self._copy_context else self._context
         if self._repr is None and self._source_traceback is not None:
             self._repr = repr(self)  # debug mode: the repr it had, now that the callback goes
         _release(self)
@@ -201,6 +209,8 @@ cdef class LoopCore:
     # A heap of (deadline, order, handle): see the pure twin.
     cdef readonly list near
     cdef readonly int64_t order
+    # The context snapshot handed out last (see the top of this file); None after each pass.
+    cdef object _snapshot
     cdef readonly bint closed
     # loop.get_debug(), kept by the loop's set_debug: read on every schedule and cancel.
     cdef public bint debug
@@ -264,7 +274,11 @@ cdef class LoopCore:
         _init_entry(handle, deadline, callback)
         handle._when = when
         handle._args = args
-        handle._context = PyContext_CopyCurrent() if context is None else context
+        if context is None:
+            handle._context = self._current_snapshot()
+            handle._copy_context = True
+        else:
+            handle._context = context
         handle._loop = loop
         handle._core = self
         handle._order = self.order
@@ -293,12 +307,26 @@ cdef class LoopCore:
         """``handle`` was cancelled: take it off the wheel at once (unless it left the wheel)."""
         self._forget(<LoopTimerHandle?>handle)
 
+    cdef object _current_snapshot(self):
+        """A snapshot of the current context: the last one made, if the variables are the same."""
+        cdef PyObject *current
+        if _SHARE_SNAPSHOTS and self._snapshot is not None:
+            current = aw_current_context()
+            if current is not NULL and aw_context_vars(<object>current) == aw_context_vars(
+                self._snapshot
+            ):
+                return self._snapshot
+        self._snapshot = PyContext_CopyCurrent()
+        return self._snapshot
+
     cdef int _forget(self, LoopTimerHandle handle) except -1:
         cdef int removal = self.wheel._unfile(handle)
         if removal == _NOT_PENDING:
             return 0
         self.cancelled += 1
         if removal == _EMPTIED:
+            if not self.wheel._len and not self.near:
+                self._snapshot = None  # nothing pending: no context kept alive by the core
             # The last entry of its bucket: maybe the one the driver is armed for.
             self.loop._rearm()
         return 0
@@ -329,6 +357,7 @@ cdef class LoopCore:
         cdef list due = []
         cdef LoopTimerHandle handle
         self.driver_wakeups += 1
+        self._snapshot = None  # keep no context's values alive longer than a pass
         self._take_near(self.wheel.advance_entries(now + 2 * self.wheel.tick))
         self.advanced_to = now
         while near and (<tuple>near[0])[0] <= now:
@@ -362,6 +391,7 @@ cdef class LoopCore:
         the loop is closed."""
         self.closed = True
         self.driver_when = math.inf
+        self._snapshot = None
         near = self.near
         self.near = []
         for item in near:

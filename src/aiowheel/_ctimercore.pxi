@@ -46,6 +46,12 @@ cdef extern from *:
     static void *aw_context_vars(PyObject *ctx) {
         return ((void **)((char *)ctx + sizeof(PyObject)))[1];
     }
+    /* The current thread's context itself, not a copy; NULL before any was entered. Read from
+       PyThreadState.context, a field of the non-limited API from CPython 3.7 to 3.14, only
+       where _context_vars_readable() holds. */
+    static PyObject *aw_current_context(void) {
+        return PyThreadState_GET()->context;
+    }
     static const char *aw_type_name(void *obj) {
         return Py_TYPE((PyObject *)obj)->tp_name;
     }
@@ -112,6 +118,7 @@ cdef extern from *:
     }
     """
     void *aw_context_vars(object ctx)
+    PyObject *aw_current_context()
     const char *aw_type_name(void *obj)
     int aw_function_flags(PyObject *obj)
     PyObject *aw_method_function(object obj)
