@@ -217,6 +217,10 @@ cdef class LoopCore:
     cdef readonly object min_delay
     cdef readonly object far_delay
     cdef readonly object latest_deadline
+    # The three above as C doubles, for the routing of float times without boxing.
+    cdef double _min_delay
+    cdef double _far_delay
+    cdef double _latest_deadline
     cdef public double driver_when
     cdef public double advanced_to
     cdef readonly double catch_up_after
@@ -240,6 +244,9 @@ cdef class LoopCore:
         self.min_delay = min_delay
         self.far_delay = far_delay
         self.latest_deadline = 2**50 * wheel.tick
+        self._min_delay = min_delay
+        self._far_delay = far_delay
+        self._latest_deadline = self.latest_deadline
         self.driver_when = math.inf
         self.advanced_to = now
         self.catch_up_after = wheel.wheel_size * wheel.tick
@@ -264,6 +271,7 @@ cdef class LoopCore:
         cdef LoopTimerHandle handle
         cdef HierarchicalWheel wheel
         cdef double next_due
+        cdef double deadline_value = deadline
         loop = self.loop
         if self.closed:
             raise RuntimeError("Event loop is closed")
@@ -296,7 +304,7 @@ cdef class LoopCore:
         else:
             _heappush(self.near, (deadline, handle._order, handle))
             self.near_timers += 1
-        if deadline < self.driver_when:
+        if deadline_value < self.driver_when:
             # Only then can the driver be armed too late (see the pure twin).
             next_due = self._next_due()
             if next_due < self.driver_when:
@@ -418,8 +426,22 @@ def loop_call_later(loop, delay, callback, *args, context=None):
         raise TypeError("delay must not be None")
     if type(delay) is bool:
         delay = int(delay)
+    cdef double now_value, delay_value, when_value
     core = <LoopCore?>loop._core
     now = core.clock()
+    if PyFloat_CheckExact(delay) and PyFloat_CheckExact(now):
+        # The common case, in C: the same sums and tests as below, without a boxed number.
+        now_value = PyFloat_AS_DOUBLE(now)
+        delay_value = PyFloat_AS_DOUBLE(delay)
+        when_value = now_value + delay_value
+        if (
+            -core._far_delay <= delay_value <= core._far_delay
+            and when_value < core._latest_deadline
+        ):
+            when = when_value
+            return core._schedule(
+                now_value, when, when, delay_value >= core._min_delay, callback, args, context, 0
+            )
     when = now + delay
     # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
     if -core.far_delay <= delay <= core.far_delay and when < core.latest_deadline:
@@ -442,8 +464,21 @@ def loop_call_at(loop, when, callback, *args, context=None):
         raise TypeError("when cannot be None")
     if type(when) is bool:
         when = int(when)
+    cdef double now_value, delay_value, when_value
     core = <LoopCore?>loop._core
     now = core.clock()
+    if PyFloat_CheckExact(when) and PyFloat_CheckExact(now):
+        # The common case, in C (see loop_call_later).
+        now_value = PyFloat_AS_DOUBLE(now)
+        when_value = PyFloat_AS_DOUBLE(when)
+        delay_value = when_value - now_value
+        if (
+            -core._far_delay <= delay_value <= core._far_delay
+            and when_value < core._latest_deadline
+        ):
+            return core._schedule(
+                now_value, when, when, delay_value >= core._min_delay, callback, args, context, 0
+            )
     delay = when - now
     if -core.far_delay <= delay <= core.far_delay and when < core.latest_deadline:
         deadline = when if type(when) is float else check_deadline(when, "when")
