@@ -167,11 +167,12 @@ def new_event_loop(
     Args:
         uvloop: subclass ``uvloop.Loop`` instead of asyncio's default loop (needs
             ``pip install 'aiowheel[uvloop]'``).
-        tick: width of a level-0 slot in seconds, a finite real number > 0: wheel timers fire
-            up to one tick late (never early).
+        tick: width of a level-0 slot in seconds, a finite real number > 0. It decides how
+            timers are stored, not when they run: each runs once ``loop.time()`` reaches its
+            ``when()``, never early.
         wheel_size: slots per level, a whole number from 2 to ``2**40``.
-        min_delay: timers with a delay below this (seconds, a finite real number >= 0) stay on
-            the base loop's own timers; None means ``4 * tick``.
+        min_delay: timers with a delay below this (seconds, a finite real number >= 0) skip
+            the wheel, into the loop's queue of imminent timers; None means ``4 * tick``.
 
     Raises:
         TypeError, ValueError: for a bad ``tick``, ``wheel_size`` or ``min_delay``, naming it.

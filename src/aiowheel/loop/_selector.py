@@ -28,11 +28,10 @@ class WheelEventLoop(WheelLoop, _BaseLoop):
     A ``SelectorEventLoop`` (the Proactor on Windows); ``selector`` is passed to it.
 
     Args:
-        tick: width of a level-0 slot, in seconds; the most a wheel timer can be late by, on
-            top of the base loop's own wakeup granularity.
+        tick: width of a level-0 slot, in seconds (how timers are stored, not when they run).
         wheel_size: slots per level.
-        min_delay: timers with a shorter delay stay on the base loop's heap; default
-            ``4 * tick``.
+        min_delay: timers with a shorter delay skip the wheel, into the loop's queue of
+            imminent timers; default ``4 * tick``.
     """
 
     def __init__(
