@@ -20,6 +20,18 @@ cancel, the timeouts that never fire) -- then *fire* -- ``3n / 5`` timers of ``l
 10`` to ``longest_sleep`` that all fire (schedule + dispatch + run a no-op callback). CPU per
 timer of each phase, in µs.
 
+``--callgrind`` counts CPU instructions instead of timing: each variant runs under valgrind's
+callgrind at ``n`` and ``2n`` operations, and the difference of the two totals divided by the
+``n`` extra operations is the instructions per operation -- the same count on a busy machine as
+on an idle one, with the interpreter's start-up and the loop's set-up cancelled out. Two
+workloads, one operation each:
+
+* *churn*: a ``loop.call_later`` of 60-70 s, cancelled 50 loop passes later (100 timers per
+  pass), and for one operation in five also a short timer (1-20 ms, both sides of
+  ``min_delay``) that fires;
+* *app*: a request task making one request under ``asyncio.timeout`` and one under
+  ``asyncio.wait_for`` (30-120 s, never reached), plus half a sleeping task (0.1-1 s).
+
 Variants: asyncio's default loop, the same with the wheel (``aiowheel.loop``), uvloop, and
 uvloop with the wheel. For each: CPU time of the workload (``time.process_time``), peak RSS
 growth (``ru_maxrss`` at the end minus RSS at the start, in its own process) and, with
@@ -33,6 +45,7 @@ compare ratios within one run, not absolute figures across runs. Nothing here as
     python benchmarks/bench_loop.py --quick    # a smoke run
     python benchmarks/bench_loop.py --workload timers --rounds 5
     python benchmarks/bench_loop.py --workload split --rounds 5   # churn and fire per timer
+    python benchmarks/bench_loop.py --callgrind -n 2000   # instructions per operation
     AIOWHEEL_NO_EXTENSIONS=1 python benchmarks/bench_loop.py   # on the pure-Python wheel
 """
 
@@ -42,10 +55,12 @@ import argparse
 import asyncio
 import json
 import random
+import re
 import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import tracemalloc
 from collections import deque
@@ -82,12 +97,17 @@ async def request_task(requests: int, rng: random.Random) -> None:
         await asyncio.wait_for(short_await(), timeout=rng.uniform(30, 120))
 
 
-async def workload(n: int, requests: int, longest_sleep: float) -> None:
+async def workload(
+    n: int, requests: int, longest_sleep: float, sleepers: int | None = None
+) -> None:
+    """``n`` request tasks and ``sleepers`` (default ``n``) sleeping tasks."""
     rng = random.Random(1)
+    sleepers = n if sleepers is None else sleepers
     async with asyncio.TaskGroup() as group:
-        for _ in range(n):
+        for i in range(n):
             group.create_task(request_task(requests, rng))
-            group.create_task(asyncio.sleep(rng.uniform(longest_sleep / 10, longest_sleep)))
+            if i < sleepers:
+                group.create_task(asyncio.sleep(rng.uniform(longest_sleep / 10, longest_sleep)))
 
 
 #: A timeout of the timers workloads is cancelled this many loop passes after it was made.
@@ -143,6 +163,29 @@ async def timer_workload(n: int, longest_sleep: float) -> None:
         await all_fired
 
 
+async def churn_workload(n: int) -> None:
+    """The callgrind churn: ``n`` timeouts of 60-70 s, 100 per loop pass, each cancelled 50
+    passes later; every fifth operation also a short timer (1-20 ms) that fires."""
+    loop = asyncio.get_running_loop()
+    rng = random.Random(1)
+    all_fired, fire = countdown(len(range(0, n, 5)))
+
+    def noop() -> None:
+        pass
+
+    def batch_at(start: int) -> list[asyncio.TimerHandle]:
+        batch = []
+        for i in range(start, min(start + 100, n)):
+            batch.append(loop.call_later(rng.uniform(60, 70), noop))
+            if i % 5 == 0:
+                loop.call_later(rng.uniform(0.001, 0.02), fire)
+        return batch
+
+    await cancel_later(batch_at(start) for start in range(0, n, 100))
+    if n:
+        await all_fired
+
+
 async def split_workload(n: int, longest_sleep: float) -> dict[str, float]:
     """CPU µs per timer of the churn phase (``3n`` schedule + cancel) and of the fire phase
     (``3n / 5`` schedule + fire)."""
@@ -185,6 +228,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         phases: dict[str, float] = {}
         if args.workload == "timers":
             loop.run_until_complete(timer_workload(args.n, args.longest_sleep))
+        elif args.workload == "churn":
+            loop.run_until_complete(churn_workload(args.n))
+        elif args.workload == "app1":  # the callgrind app: one request each, half a sleeper
+            loop.run_until_complete(workload(args.n, 1, args.longest_sleep, args.n // 2))
         elif args.workload == "split":
             phases = loop.run_until_complete(split_workload(args.n, args.longest_sleep))
         else:
@@ -312,9 +359,52 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
             )
 
 
+#: The callgrind workloads: name in the report, the child's --workload.
+CALLGRIND_WORKLOADS = {"churn": "churn", "app": "app1"}
+
+
+def instructions(args: argparse.Namespace, variant: str, workload: str, n: int) -> int:
+    """CPU instructions callgrind counts for a whole child run of ``workload`` at ``n``."""
+    with tempfile.TemporaryDirectory() as scratch:
+        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out"]
+        command += [sys.executable, __file__, "--child", variant, "-n", str(n)]
+        command += ["--workload", workload, "--longest-sleep", str(args.longest_sleep)]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+    match = re.search(r"Collected : (\d+)", done.stderr)
+    if match is None:
+        raise RuntimeError(f"no instruction count in callgrind's output:\n{done.stderr}")
+    return int(match.group(1))
+
+
+def callgrind_report(args: argparse.Namespace, variants: list[str]) -> None:
+    """Instructions per operation, by the n / 2n difference, for each workload and variant."""
+    wheel = "compiled" if COMPILED else "pure Python (AIOWHEEL_NO_EXTENSIONS)"
+    print(f"instructions per operation (callgrind, n = {args.n:,} and {2 * args.n:,}); {wheel}")
+    header = f"{'workload':<10}" + "".join(f"{variant:>16}" for variant in variants)
+    print(header)
+    print("-" * len(header))
+    for name, workload in CALLGRIND_WORKLOADS.items():
+        per_op = {
+            variant: (
+                instructions(args, variant, workload, 2 * args.n)
+                - instructions(args, variant, workload, args.n)
+            )
+            / args.n
+            for variant in variants
+        }
+        cells = []
+        for variant in variants:
+            plain = variant.removesuffix("+wheel")
+            share = f" ({ratio(per_op[variant], per_op[plain])}x)" if plain != variant else ""
+            cells.append(f"{per_op[variant]:,.0f}{share}")
+        print(f"{name:<10}" + "".join(f"{cell:>16}" for cell in cells))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", choices=["app", "timers", "split"], default="app")
+    parser.add_argument(
+        "--workload", choices=["app", "timers", "split", "churn", "app1"], default="app"
+    )
     parser.add_argument("-n", type=int, default=100_000, help="tasks of each kind (100 000)")
     parser.add_argument("--requests", type=int, default=2, help="requests per request task (2)")
     parser.add_argument(
@@ -325,6 +415,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: small n, short sleeps, one round"
     )
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="count instructions per operation under callgrind (n and 2n) instead of timing",
+    )
     parser.add_argument("--child", choices=VARIANTS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -334,6 +429,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.n, args.requests, args.longest_sleep, args.rounds = 500, 2, 0.05, 1
     variants = VARIANTS if have_uvloop() else VARIANTS[:2]
+    if args.callgrind:
+        callgrind_report(args, variants)
+        return
     runs: dict[str, list[dict[str, Any]]] = {variant: [] for variant in variants}
     for round_ in range(args.rounds):
         for variant in variants:

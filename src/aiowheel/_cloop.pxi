@@ -11,10 +11,27 @@
 # when(), cancel(), cancelled(), get_context(), ordering, hashing, the same repr, and the private
 # fields and _run() asyncio's loop uses (_cancelled, _callback, _args, _context, _loop,
 # _source_traceback, _repr, _when).
+#
+# The handle is not tracked by the cyclic garbage collector, and its type has no GC support (see
+# _drop_gc in the Timer core, which does the same for the Timer's handles): a loop with many
+# pending timers is that many objects fewer for every full collection to walk. It is safe because
+# a handle holds its callback, arguments, context and core only while it is pending -- reachable
+# from its loop's wheel or near queue -- and releases them the moment it runs, is cancelled or
+# its loop closes; what it keeps then (its when, its loop, its repr and source traceback) closes
+# no cycle through user objects. A callback that references its own handle (a bound method of an
+# object holding it) makes a cycle only while the handle is pending, and the loop holds it then
+# anyway. Observable difference from asyncio: once run or cancelled, get_context() is None.
+#
+# Timers scheduled from the same context share one context snapshot, as the Timer's handles do
+# (see the Timer core): the core keeps the snapshot it made last and hands it out again while
+# the current context's variables are the same mapping -- read without copying the current
+# context -- and a callback runs in a fresh copy of it, so that its ContextVar.set() leaks
+# nowhere, as in asyncio. A cancelled timer, the common case, never costs a Context of its own.
 
 import asyncio as _asyncio
 import time as _time
 from asyncio import format_helpers as _format_helpers
+from heapq import heappop as _heappop, heappush as _heappush
 
 from aiowheel._checks import not_copyable
 
@@ -44,6 +61,10 @@ cdef class LoopTimerHandle(Entry):
     cdef public object _repr
     # The loop's core while the timer may still be on the wheel; None once cancelled.
     cdef LoopCore _core
+    # Scheduling order among all the core's timers: ties between equal deadlines by it.
+    cdef readonly int64_t _order
+    # True if _context is the core's shared snapshot: the callback runs in a copy of it.
+    cdef bint _copy_context
     cdef object __weakref__
 
     def __init__(self, *args, **kwargs):
@@ -89,16 +110,20 @@ cdef class LoopTimerHandle(Entry):
         self._core = None
         if core is not None:
             core._forget(self)
-        _set(self, _OFF_PAYLOAD, None)
-        self._args = None
+        _release(self)
 
     def _run(self):
         """Run the callback in its context, as ``asyncio.Handle._run``: an exception goes to the
-        loop's exception handler."""
+        loop's exception handler. The handle releases its callback, arguments and context first
+        (see the top of this file)."""
         callback = _get(self, _OFF_PAYLOAD, "payload")
         args = self._args
+        context = PyContext_Copy(self._context) if self._copy_context else self._context
+        if self._repr is None and self._source_traceback is not None:
+            self._repr = repr(self)  # debug mode: the repr it had, now that the callback goes
+        _release(self)
         try:
-            _run_in(self._context, callback, args)
+            _run_in(context, callback, args)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
@@ -153,23 +178,60 @@ cdef class LoopTimerHandle(Entry):
         return equal if op == 2 else not equal
 
 
+cdef inline void _release(LoopTimerHandle handle) noexcept:
+    """Let go of what a pending handle holds: it ran, was cancelled or its loop closed."""
+    _set(handle, _OFF_PAYLOAD, None)
+    handle._args = None
+    handle._context = None
+    handle._core = None
+
+
+cdef int _drop_loop_handle_gc() except -1:
+    """Take GC support away from LoopTimerHandle (see the top of this file), telling the
+    deallocator which fields hold references."""
+    cdef LoopTimerHandle probe = LoopTimerHandle.__new__(LoopTimerHandle)
+    cdef Py_ssize_t offsets[10]
+    markers = [object() for _ in range(6)] + [LoopCore.__new__(LoopCore)]
+    (probe._when, probe._args, probe._context, probe._loop, probe._source_traceback,
+     probe._repr, probe._core) = markers
+    offsets[0], offsets[1], offsets[2] = _OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET
+    for i in range(7):
+        offsets[3 + i] = _find_field(probe, markers[i])
+    del probe  # freed by Cython's deallocator while the type still has GC support
+    aw_drop_gc(<PyTypeObject *>LoopTimerHandle, offsets, 10)
+    return 0
+
+
+_drop_loop_handle_gc()
+
+
 cdef class LoopCore:
-    """The wheel of one wheel-backed loop and its timers' bookkeeping; see
-    :class:`aiowheel._loopcore.LoopCore`, its specification."""
+    """The wheel of one wheel-backed loop, its queue of imminent timers, and their
+    bookkeeping; see :class:`aiowheel._loopcore.LoopCore`, its specification."""
 
     cdef readonly object loop
     cdef readonly object clock
     cdef readonly HierarchicalWheel wheel
+    # A heap of (deadline, order, handle): see the pure twin.
+    cdef readonly list near
+    cdef readonly int64_t order
+    # The context snapshot handed out last (see the top of this file); None after each pass.
+    cdef object _snapshot
     cdef readonly bint closed
     # loop.get_debug(), kept by the loop's set_debug: read on every schedule and cancel.
     cdef public bint debug
     cdef readonly object min_delay
     cdef readonly object far_delay
     cdef readonly object latest_deadline
+    # The three above as C doubles, for the routing of float times without boxing.
+    cdef double _min_delay
+    cdef double _far_delay
+    cdef double _latest_deadline
     cdef public double driver_when
     cdef public double advanced_to
     cdef readonly double catch_up_after
     cdef readonly Py_ssize_t wheel_timers
+    cdef readonly Py_ssize_t near_timers
     cdef readonly Py_ssize_t cancelled
     cdef readonly Py_ssize_t fired
     cdef readonly Py_ssize_t driver_wakeups
@@ -181,31 +243,41 @@ cdef class LoopCore:
         uses_monotonic = getattr(loop.time, "__func__", None) is _asyncio.BaseEventLoop.time
         self.clock = _time.monotonic if uses_monotonic else loop.time
         self.wheel = wheel
+        self.near = []
+        self.order = 0
         self.closed = False
         self.debug = loop.get_debug()
         self.min_delay = min_delay
         self.far_delay = far_delay
         self.latest_deadline = 2**50 * wheel.tick
+        self._min_delay = min_delay
+        self._far_delay = far_delay
+        self._latest_deadline = self.latest_deadline
         self.driver_when = math.inf
         self.advanced_to = now
         self.catch_up_after = wheel.wheel_size * wheel.tick
         self.wheel_timers = 0
+        self.near_timers = 0
         self.cancelled = 0
         self.fired = 0
         self.driver_wakeups = 0
 
-    def call_on_wheel(self, double now, when, deadline, callback, tuple args, context):
-        """File a timer for ``when`` (``deadline`` is the same time as a float) on the wheel."""
-        return self._schedule(now, when, deadline, callback, args, context, 1)
+    def schedule(self, double now, when, deadline, bint on_wheel, callback, tuple args,
+                 context):
+        """A timer for ``when`` (``deadline`` is the same time as a float), on the wheel if
+        ``on_wheel``, else in the near queue."""
+        return self._schedule(now, when, deadline, on_wheel, callback, args, context, 1)
 
     cdef LoopTimerHandle _schedule(
-        self, double now, object when, object deadline, object callback, tuple args,
-        object context, int caller_frame,
+        self, double now, object when, object deadline, bint on_wheel, object callback,
+        tuple args, object context, int caller_frame,
     ):
-        """call_on_wheel; ``caller_frame`` is the frame (from the innermost Python one) where
-        the traceback of a debug-mode handle ends: none of this extension's functions has one."""
+        """schedule; ``caller_frame`` is the frame (from the innermost Python one) where the
+        traceback of a debug-mode handle ends: none of this extension's functions has one."""
         cdef LoopTimerHandle handle
-        cdef HierarchicalWheel wheel = self.wheel
+        cdef HierarchicalWheel wheel
+        cdef double next_due
+        cdef double deadline_value = deadline
         loop = self.loop
         if self.closed:
             raise RuntimeError("Event loop is closed")
@@ -216,27 +288,50 @@ cdef class LoopCore:
         _init_entry(handle, deadline, callback)
         handle._when = when
         handle._args = args
-        handle._context = PyContext_CopyCurrent() if context is None else context
+        if context is None:
+            handle._context = self._current_snapshot()
+            handle._copy_context = True
+        else:
+            handle._context = context
         handle._loop = loop
         handle._core = self
-        if now - self.advanced_to >= self.catch_up_after:
-            next_deadline = wheel.next_deadline()
-            if next_deadline is None or next_deadline > now:
-                # Nothing is due, so this advance returns nothing: it only moves the clock.
-                wheel.advance_entries(now)
-                self.advanced_to = now
-        wheel.add_entry(handle)
-        self.wheel_timers += 1
-        if deadline < self.driver_when:
+        handle._order = self.order
+        self.order += 1
+        if on_wheel:
+            wheel = self.wheel
+            if now - self.advanced_to >= self.catch_up_after:
+                next_deadline = wheel.next_deadline()
+                if next_deadline is None or next_deadline > now:
+                    # Only moves the clock up; what it returns goes to the near queue.
+                    self._take_near(wheel.advance_entries(now))
+                    self.advanced_to = now
+            wheel.add_entry(handle)
+            self.wheel_timers += 1
+        else:
+            _heappush(self.near, (deadline, handle._order, handle))
+            self.near_timers += 1
+        if deadline_value < self.driver_when:
             # Only then can the driver be armed too late (see the pure twin).
-            next_deadline = wheel.next_deadline()
-            if next_deadline is not None and next_deadline < self.driver_when:
-                loop._arm(next_deadline)
+            next_due = self._next_due()
+            if next_due < self.driver_when:
+                loop._arm(next_due)
         return handle
 
     def cancel(self, handle):
-        """``handle`` was cancelled: take it off the wheel at once (unless it fired already)."""
+        """``handle`` was cancelled: take it off the wheel at once (unless it left the wheel)."""
         self._forget(<LoopTimerHandle?>handle)
+
+    cdef object _current_snapshot(self):
+        """A snapshot of the current context: the last one made, if the variables are the same."""
+        cdef PyObject *current
+        if _SHARE_SNAPSHOTS and self._snapshot is not None:
+            current = aw_current_context()
+            if current is not NULL and aw_context_vars(<object>current) == aw_context_vars(
+                self._snapshot
+            ):
+                return self._snapshot
+        self._snapshot = PyContext_CopyCurrent()
+        return self._snapshot
 
     cdef int _forget(self, LoopTimerHandle handle) except -1:
         cdef int removal = self.wheel._unfile(handle)
@@ -244,25 +339,79 @@ cdef class LoopCore:
             return 0
         self.cancelled += 1
         if removal == _EMPTIED:
+            if not self.wheel._len and not self.near:
+                self._snapshot = None  # nothing pending: no context kept alive by the core
             # The last entry of its bucket: maybe the one the driver is armed for.
             self.loop._rearm()
         return 0
 
+    def next_due(self):
+        """When the driver must run next (inf if the core holds no timer); see the pure twin."""
+        return self._next_due()
+
+    cdef double _next_due(self) except? -1.0:
+        cdef list near = self.near
+        cdef double when = math.inf
+        while near and (<LoopTimerHandle>(<tuple>near[0])[2])._cancelled:
+            _heappop(near)
+            self.cancelled += 1
+        if near:
+            when = (<tuple>near[0])[0]
+        next_deadline = self.wheel.next_deadline()
+        if next_deadline is not None:
+            bucket_start = next_deadline - self.wheel.tick
+            if bucket_start < when:
+                return bucket_start
+        return when
+
     def advance(self, double now):
-        """The driver's pass: advance the wheel to ``now``, return the handles now due."""
-        cdef list due
+        """The driver's pass: the handles due at ``now``, in (deadline, scheduling order); see
+        the pure twin."""
+        cdef list near = self.near
+        cdef list due = []
+        cdef LoopTimerHandle handle
         self.driver_wakeups += 1
-        due = self.wheel.advance_entries(now)
+        self._snapshot = None  # keep no context's values alive longer than a pass
+        self._take_near(self.wheel.advance_entries(now + 2 * self.wheel.tick))
         self.advanced_to = now
+        while near and (<tuple>near[0])[0] <= now:
+            handle = <LoopTimerHandle>(<tuple>_heappop(near))[2]
+            if handle._cancelled:
+                self.cancelled += 1
+            else:
+                due.append(handle)
         self.fired += PyList_GET_SIZE(due)
         return due
 
+    cdef int _take_near(self, list entries) except -1:
+        """Move ``entries``, just taken off the wheel, to the near queue."""
+        cdef LoopTimerHandle handle
+        near = self.near
+        for entry in entries:
+            handle = <LoopTimerHandle>entry
+            _heappush(near, (_get(handle, _OFF_DEADLINE, "deadline"), handle._order, handle))
+        return 0
+
+    def pending(self):
+        """Timers held and not cancelled: on the wheel or in the near queue."""
+        cdef Py_ssize_t live = 0
+        for item in self.near:
+            if not (<LoopTimerHandle>(<tuple>item)[2])._cancelled:
+                live += 1
+        return len(self.wheel) + live
+
     def close(self):
-        """Empty the wheel: its timers are dropped, not run. Called once the loop is closed."""
+        """Empty the wheel and the near queue: their timers are dropped, not run. Called once
+        the loop is closed."""
         self.closed = True
         self.driver_when = math.inf
+        self._snapshot = None
+        near = self.near
+        self.near = []
+        for item in near:
+            _release(<LoopTimerHandle>(<tuple>item)[2])
         for entry in self.wheel.remove_all():
-            _set(entry, _OFF_PAYLOAD, None)
+            _release(<LoopTimerHandle>entry)
 
 
 # The loop's call_later and call_at: functions the loop class takes as its methods (binding
@@ -271,41 +420,77 @@ cdef class LoopCore:
 
 @cython.binding(True)
 def loop_call_later(loop, delay, callback, *args, context=None):
-    """asyncio's ``call_later``, with the timer on the wheel if ``delay >= min_delay``.
+    """asyncio's ``call_later``: on the wheel if ``delay >= min_delay``, in the near queue if
+    shorter, on the base loop if further than ``far_delay``, infinite or NaN.
 
-    On the wheel, a delay that is not an int or a float (a Fraction, a numpy scalar) is added
-    to the clock exactly, and the sum rounded up: the callback never runs before
-    ``loop.time() + delay``.
+    A bool is taken as the int it is (1 or 0), as asyncio and uvloop take it. A delay that is
+    not an int or a float (a Fraction, a numpy scalar) is added to the clock exactly, and the
+    sum rounded up: the callback never runs before ``loop.time() + delay``.
     """
     cdef LoopCore core
     if delay is None:
         raise TypeError("delay must not be None")
+    if type(delay) is bool:
+        delay = int(delay)
+    cdef double now_value, delay_value, when_value
     core = <LoopCore?>loop._core
     now = core.clock()
+    if PyFloat_CheckExact(delay) and PyFloat_CheckExact(now):
+        # The common case, in C: the same sums and tests as below, without a boxed number.
+        now_value = PyFloat_AS_DOUBLE(now)
+        delay_value = PyFloat_AS_DOUBLE(delay)
+        when_value = now_value + delay_value
+        if (
+            -core._far_delay <= delay_value <= core._far_delay
+            and when_value < core._latest_deadline
+        ):
+            when = when_value
+            return core._schedule(
+                now_value, when, when, delay_value >= core._min_delay, callback, args, context, 0
+            )
     when = now + delay
     # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
-    if core.min_delay <= delay <= core.far_delay and when < core.latest_deadline:
+    if -core.far_delay <= delay <= core.far_delay and when < core.latest_deadline:
         deadline = when if type(delay) is float else deadline_after(now, delay)
-        return core._schedule(now, when, deadline, callback, args, context, 0)
+        return core._schedule(
+            now, when, deadline, delay >= core.min_delay, callback, args, context, 0
+        )
     return _on_base(loop, when, delay, callback, args, context)
 
 
 @cython.binding(True)
 def loop_call_at(loop, when, callback, *args, context=None):
-    """asyncio's ``call_at``, with the timer on the wheel if ``when - time() >= min_delay``.
+    """asyncio's ``call_at``, routed as ``loop_call_later`` routes ``when - time()``.
 
-    On the wheel, a ``when`` that is not an int or a float (a Fraction, a numpy scalar) is
-    rounded up to a float: the callback never runs before ``when``.
+    A bool is taken as the int it is. A ``when`` that is not an int or a float (a Fraction, a
+    numpy scalar) is rounded up to a float: the callback never runs before ``when``.
     """
     cdef LoopCore core
     if when is None:
         raise TypeError("when cannot be None")
+    if type(when) is bool:
+        when = int(when)
+    cdef double now_value, delay_value, when_value
     core = <LoopCore?>loop._core
     now = core.clock()
+    if PyFloat_CheckExact(when) and PyFloat_CheckExact(now):
+        # The common case, in C (see loop_call_later).
+        now_value = PyFloat_AS_DOUBLE(now)
+        when_value = PyFloat_AS_DOUBLE(when)
+        delay_value = when_value - now_value
+        if (
+            -core._far_delay <= delay_value <= core._far_delay
+            and when_value < core._latest_deadline
+        ):
+            return core._schedule(
+                now_value, when, when, delay_value >= core._min_delay, callback, args, context, 0
+            )
     delay = when - now
-    if core.min_delay <= delay <= core.far_delay and when < core.latest_deadline:
+    if -core.far_delay <= delay <= core.far_delay and when < core.latest_deadline:
         deadline = when if type(when) is float else check_deadline(when, "when")
-        return core._schedule(now, when, deadline, callback, args, context, 0)
+        return core._schedule(
+            now, when, deadline, delay >= core.min_delay, callback, args, context, 0
+        )
     return _on_base(loop, when, delay, callback, args, context)
 
 

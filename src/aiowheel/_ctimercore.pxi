@@ -46,6 +46,12 @@ cdef extern from *:
     static void *aw_context_vars(PyObject *ctx) {
         return ((void **)((char *)ctx + sizeof(PyObject)))[1];
     }
+    /* The current thread's context itself, not a copy; NULL before any was entered. Read from
+       PyThreadState.context, a field of the non-limited API from CPython 3.7 to 3.14, only
+       where _context_vars_readable() holds. */
+    static PyObject *aw_current_context(void) {
+        return PyThreadState_GET()->context;
+    }
     static const char *aw_type_name(void *obj) {
         return Py_TYPE((PyObject *)obj)->tp_name;
     }
@@ -58,22 +64,33 @@ cdef extern from *:
         return Py_IS_TYPE(obj, &PyMethod_Type) ? PyMethod_GET_FUNCTION(obj) : NULL;
     }
 
-    /* A type without GC support whose instances hold object fields at known offsets; see
-       _drop_gc. aw_gc_dealloc is the type's own (Cython's) deallocator, for its GC subclasses. */
-    #define AW_MAX_FIELDS 8
-    static destructor aw_gc_dealloc = NULL;
-    static Py_ssize_t aw_field_offsets[AW_MAX_FIELDS];
-    static int aw_field_count = 0;
+    /* Types without GC support whose instances hold object fields at known offsets; see
+       _drop_gc. Each keeps its own (Cython's) deallocator, for its GC subclasses. */
+    #define AW_MAX_FIELDS 12
+    #define AW_MAX_TYPES 2
+    typedef struct {
+        PyTypeObject *type;
+        destructor gc_dealloc;
+        Py_ssize_t offsets[AW_MAX_FIELDS];
+        int count;
+    } aw_untracked_type;
+    static aw_untracked_type aw_untracked_types[AW_MAX_TYPES];
+    static int aw_untracked_type_count = 0;
 
     static void aw_untracked_dealloc(PyObject *o) {
         PyTypeObject *type = Py_TYPE(o);
+        aw_untracked_type *record = aw_untracked_types;
         int i;
+        while (!PyType_IsSubtype(type, record->type)) record++;
         if (PyType_IS_GC(type)) {  /* a Python subclass: allocated with a GC header */
-            aw_gc_dealloc(o);
+            record->gc_dealloc(o);
             return;
         }
-        for (i = 0; i < aw_field_count; i++) {
-            Py_CLEAR(*(PyObject **)((char *)o + aw_field_offsets[i]));
+        if (type->tp_weaklistoffset && *(PyObject **)((char *)o + type->tp_weaklistoffset)) {
+            PyObject_ClearWeakRefs(o);
+        }
+        for (i = 0; i < record->count; i++) {
+            Py_CLEAR(*(PyObject **)((char *)o + record->offsets[i]));
         }
         type->tp_free(o);
         if (type->tp_flags & Py_TPFLAGS_HEAPTYPE) Py_DECREF(type);
@@ -82,14 +99,17 @@ cdef extern from *:
     /* Clear Py_TPFLAGS_HAVE_GC of `type`, before any instance exists: instances are then
        allocated without a GC header and freed by aw_untracked_dealloc. */
     static int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) {
+        aw_untracked_type *record;
         int i;
-        if (count > AW_MAX_FIELDS) {
-            PyErr_SetString(PyExc_SystemError, "aiowheel._cwheel: too many handle fields");
+        if (count > AW_MAX_FIELDS || aw_untracked_type_count >= AW_MAX_TYPES) {
+            PyErr_SetString(PyExc_SystemError, "aiowheel._cwheel: too many handle fields or types");
             return -1;
         }
-        for (i = 0; i < count; i++) aw_field_offsets[i] = offsets[i];
-        aw_field_count = count;
-        aw_gc_dealloc = type->tp_dealloc;
+        record = &aw_untracked_types[aw_untracked_type_count++];
+        record->type = type;
+        for (i = 0; i < count; i++) record->offsets[i] = offsets[i];
+        record->count = count;
+        record->gc_dealloc = type->tp_dealloc;
         type->tp_dealloc = aw_untracked_dealloc;
         type->tp_free = PyObject_Free;
         type->tp_flags &= ~Py_TPFLAGS_HAVE_GC;
@@ -98,6 +118,7 @@ cdef extern from *:
     }
     """
     void *aw_context_vars(object ctx)
+    PyObject *aw_current_context()
     const char *aw_type_name(void *obj)
     int aw_function_flags(PyObject *obj)
     PyObject *aw_method_function(object obj)

@@ -134,6 +134,7 @@ class TimerCore:
     def _run_due(self) -> None: ...
 
 class LoopTimerHandle(Entry[Callable[..., object]]):
+    _order: int
     def when(self) -> float: ...
     def cancel(self) -> None: ...
     def cancelled(self) -> bool: ...
@@ -147,7 +148,10 @@ class LoopCore:
     driver_when: float
     advanced_to: float
     catch_up_after: float
+    near: list[tuple[float, int, LoopTimerHandle]]
+    order: int
     wheel_timers: int
+    near_timers: int
     cancelled: int
     fired: int
     driver_wakeups: int
@@ -165,17 +169,20 @@ class LoopCore:
         min_delay: float,
         far_delay: float,
     ) -> None: ...
-    def call_on_wheel(
+    def schedule(
         self,
         now: float,
         when: float,
         deadline: float,
+        on_wheel: bool,
         callback: Callable[..., object],
         args: tuple[Any, ...],
         context: Context | None,
     ) -> LoopTimerHandle: ...
     def cancel(self, handle: LoopTimerHandle) -> None: ...
+    def next_due(self) -> float: ...
     def advance(self, now: float) -> list[LoopTimerHandle]: ...
+    def pending(self) -> int: ...
     def close(self) -> None: ...
 
 def loop_call_later(

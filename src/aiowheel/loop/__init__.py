@@ -25,69 +25,62 @@ a ``LoopCore`` from :mod:`aiowheel._impl`: compiled if the extension is built, e
 specification :mod:`aiowheel._loopcore`.
 
 Routing. A timer whose delay (``when - loop.time()`` at the call) is at least ``min_delay`` goes
-on the wheel and its handle is a :class:`LoopTimerHandle`: with the compiled core a C
-object with ``asyncio.TimerHandle``'s API (like uvloop's handles, not an instance of it), with
-the pure one a subclass of ``asyncio.TimerHandle``. Every other timer goes to the base loop
-unchanged and gets the base loop's own handle:
+on the wheel; a shorter one (an overdue one too) goes straight into the loop core's *near queue*,
+a small binary heap ordered by (deadline, scheduling order). Both get a
+:class:`LoopTimerHandle`: with the compiled core a C object with ``asyncio.TimerHandle``'s API
+(like uvloop's handles, not an instance of it), with the pure one a subclass of
+``asyncio.TimerHandle``. Only timers that will never fire stay on the base loop, with its own
+handle: further away than :data:`FAR_DELAY` (100 years, uvloop's own cap; or as far overdue),
+beyond the wheel's range (``2**50`` ticks from the clock's zero: only reachable with a tiny
+``tick``), infinite or NaN; on a wheel they would only add levels.
 
-* shorter than ``min_delay`` (default ``4 * tick``): rounding a deadline up to a whole tick would
-  add up to 25 % or more to such a delay, and short timers are almost all sleeps and back-offs
-  that fire, so they leave the heap quickly anyway. The timers that pile up in a heap -- long
-  timeouts that are almost always cancelled -- are the ones the wheel is for;
-* further away than :data:`FAR_DELAY` (100 years, uvloop's own cap), beyond the wheel's range
-  (``2**50`` ticks from the clock's zero: only reachable with a tiny ``tick``), infinite or
-  NaN: they will never fire, and on a wheel they would only add levels.
+Short timers are nearly all sleeps and back-offs that fire soon; the timers that pile up --
+long timeouts that are almost always cancelled -- are the ones the wheel is for.
 
-Driving. The wheel is advanced from inside the loop's own iteration by one *driver*: a single
-ordinary timer on the base loop, armed for the wheel's ``next_deadline()`` (its earliest
-non-empty bucket). The base loop therefore sleeps until the earlier of its own next timer and the
-wheel's next bucket, with no task per timer and no wakeup while nothing on the wheel is due. The
-driver is re-armed only when that can change: a new timer is due before it (a later one may sit
-in a higher-level bucket that expires earlier, but the driver's pass cascades every bucket
-expired by then, so it is still on time), a cancellation empties a bucket (the wheel emptied
-disarms it), or the driver has run. When it runs it advances the wheel to ``loop.time()`` -- the
-actual time, never the time it was armed for, since asyncio may run a timer up to
-``clock_resolution`` early and uvloop up to a millisecond early -- and hands the due handles over
-in (deadline, scheduling order):
+Driving. Every timer the core holds is run by one *driver*: a single ordinary timer on the base
+loop, armed for ``LoopCore.next_due()`` -- the near queue's earliest deadline, or a tick before
+the wheel's next non-empty bucket expires (no deadline in that bucket is earlier), whichever
+comes first. The base loop therefore sleeps until then, with no task per timer and no wakeup
+while nothing is due. The driver is re-armed only when that can change: a new timer is due
+before it, a cancellation empties a bucket (cancelling the last timer disarms it), or it has run.
+When it runs, at the actual ``loop.time()`` (never the time it was armed for), the core moves
+every wheel timer that could be due within two ticks into the near queue, takes out of the queue
+exactly those whose deadline ``loop.time()`` has reached, and the driver runs them in (deadline,
+scheduling order), in that same loop pass, skipping any that an earlier one cancelled. Each runs
+like a ready callback: an exception goes to the exception handler; in debug mode each is timed
+and a slow one is logged with asyncio's message (the base loop may also log the driver's pass
+that ran it). If a callback raises ``SystemExit`` or ``KeyboardInterrupt``, the rest of the
+batch runs at the loop's next pass.
 
-* on the selector loop by appending them to the loop's ready queue (``_ready``), so they run in
-  the next iteration exactly like ``call_soon`` callbacks: exceptions go to the exception
-  handler, debug mode times each one and logs slow callbacks, and if ``stop()`` takes effect
-  first they run when the loop runs again. This relies on ``_ready`` and the base ``call_at``
-  only, which have been stable since Python 3.4, rather than on overriding ``_run_once``, which
-  changes between Python versions;
-* on uvloop, whose ready queue is not reachable from Python, by running them from the driver
-  callback, in order, skipping any that an earlier callback in the batch cancelled. In debug mode
-  each is timed and a slow one is logged with asyncio's message. If a callback raises
-  ``SystemExit`` or ``KeyboardInterrupt``, the rest of the batch runs at the loop's next pass.
-
-Timers scheduled while a batch runs are never part of that batch; they run in a later pass.
+So a timer runs in the pass in which ``loop.time()`` reaches its ``when()``, as asyncio's do, and
+the wheel's tick only decides how timers are stored, never when they run. Timers scheduled while
+a batch runs are never part of that batch; they run in a later pass, as in asyncio. A timer alone
+in its tick costs one extra driver pass, at the start of its tick, to find its exact deadline.
 
 If the wheel's clock lags the loop's by more than level 0's span when a timer is added (an idle
-wheel, or one holding only far timers), it is first moved up to ``loop.time()`` -- only when
-nothing on it is due, so this never fires anything -- so that a near timer lands on level 0
-rather than cascading down through several extra driver passes.
+wheel, or one holding only far timers), it is first moved up to ``loop.time()``, so that a near
+timer lands on level 0 rather than cascading down through several extra driver passes.
 
 Guarantees, compared with asyncio's:
 
 * **Never early**, for every timer the loop hands out: a callback runs only once ``loop.time() >=
   when``. (asyncio runs a timer up to ``clock_resolution`` early, uvloop up to half a
-  millisecond early, as it rounds delays to the nearest millisecond.) For a wheel timer the price
-  is lateness of up to one ``tick`` plus the base loop's own wakeup granularity (1 ms for epoll
-  and for uvloop's clock). Timers routed to the base loop keep the base loop's precision, except
-  that on uvloop each is armed for the first millisecond at or after its ``when`` rather than the
-  nearest one: up to a millisecond later than uvloop would run it, never earlier.
-* **Total order** among wheel timers: by deadline, equal deadlines in scheduling order. asyncio
-  leaves equal deadlines unordered. There is no order *between* a wheel timer and a base-loop
-  timer due in the same iteration: on the selector loop the wheel timer runs one iteration later,
-  so of two timers with equal deadlines, one scheduled below ``min_delay`` and one above, the
-  base-loop one can run first whatever the scheduling order.
-* **Cancellation frees at once**: ``cancel()`` takes the timer off the wheel in O(1), so the
-  handle, its callback and its context are released immediately; asyncio keeps cancelled handles
-  in its heap until they reach the top or make up half of it.
+  millisecond early, as it rounds delays to the nearest millisecond.) On uvloop the driver is
+  armed for the first millisecond of uvloop's clock at or after its deadline.
+* **asyncio's moment**: a timer runs in the first pass whose ``loop.time()`` is at or after its
+  ``when()``, also with a clock frozen or set by hand; late only by the base loop's own wakeup
+  granularity (1 ms for epoll and for uvloop's clock).
+* **One order**: due timers run by deadline, equal deadlines in scheduling order, whether they
+  were on the wheel or not, also after a stall; asyncio leaves equal deadlines unordered, and
+  uvloop can run a zero-delay timer scheduled during a stall before an earlier one.
+* **Cancellation frees at once** for a wheel timer: ``cancel()`` takes it off the wheel in O(1),
+  so the handle, its callback and its context are released immediately; a timer in the near
+  queue releases its callback and arguments at once and leaves the queue when it reaches the
+  top. asyncio keeps cancelled handles in its heap until they reach the top or make up half of
+  it.
 * ``loop.time()``, ``call_soon``, I/O, debug mode and the exception handler are the base loop's.
-* Closing the loop drops its pending wheel timers, as asyncio drops its heap (uvloop cancels its
-  own): the wheel is emptied and no reference cycle is left behind.
+* Closing the loop drops its pending timers, as asyncio drops its heap (uvloop cancels its own):
+  the wheel and the near queue are emptied and no reference cycle is left behind.
 
 Not thread-safe, like every asyncio loop: call ``call_later`` / ``call_at`` / ``cancel`` from the
 loop's thread (``call_soon_threadsafe`` is the way in from other threads).
@@ -174,11 +167,12 @@ def new_event_loop(
     Args:
         uvloop: subclass ``uvloop.Loop`` instead of asyncio's default loop (needs
             ``pip install 'aiowheel[uvloop]'``).
-        tick: width of a level-0 slot in seconds, a finite real number > 0: wheel timers fire
-            up to one tick late (never early).
+        tick: width of a level-0 slot in seconds, a finite real number > 0. It decides how
+            timers are stored, not when they run: each runs once ``loop.time()`` reaches its
+            ``when()``, never early.
         wheel_size: slots per level, a whole number from 2 to ``2**40``.
-        min_delay: timers with a delay below this (seconds, a finite real number >= 0) stay on
-            the base loop's own timers; None means ``4 * tick``.
+        min_delay: timers with a delay below this (seconds, a finite real number >= 0) skip
+            the wheel, into the loop's queue of imminent timers; None means ``4 * tick``.
 
     Raises:
         TypeError, ValueError: for a bad ``tick``, ``wheel_size`` or ``min_delay``, naming it.

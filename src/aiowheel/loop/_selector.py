@@ -1,7 +1,6 @@
 """The selector base: :class:`WheelEventLoop`, asyncio's default event loop plus the wheel.
 
-Due wheel timers are appended to the loop's ready queue (``_ready``), so that they run in the
-next iteration exactly like ``call_soon`` callbacks; everything else is asyncio's own.
+The driver is a timer on asyncio's heap; everything else is asyncio's own.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, SupportsFloat, SupportsIndex
 
-from aiowheel.loop._wheelloop import LoopTimerHandle, WheelLoop
+from aiowheel.loop._wheelloop import WheelLoop
 
 __all__ = ["WheelEventLoop"]
 
@@ -29,11 +28,10 @@ class WheelEventLoop(WheelLoop, _BaseLoop):
     A ``SelectorEventLoop`` (the Proactor on Windows); ``selector`` is passed to it.
 
     Args:
-        tick: width of a level-0 slot, in seconds; the most a wheel timer can be late by, on
-            top of the base loop's own wakeup granularity.
+        tick: width of a level-0 slot, in seconds (how timers are stored, not when they run).
         wheel_size: slots per level.
-        min_delay: timers with a shorter delay stay on the base loop's heap; default
-            ``4 * tick``.
+        min_delay: timers with a shorter delay skip the wheel, into the loop's queue of
+            imminent timers; default ``4 * tick``.
     """
 
     def __init__(
@@ -75,7 +73,7 @@ class WheelEventLoop(WheelLoop, _BaseLoop):
     def _arm_driver(self, deadline: float) -> asyncio.Handle:
         return _BaseLoop.call_at(self, deadline, self._on_wheel_due, context=self._driver_context)
 
-    def _dispatch(self, due: list[LoopTimerHandle]) -> None:
-        # Run next iteration, like call_soon callbacks (debug timing, exception handler); a
-        # handle cancelled in the meantime is skipped by the loop itself.
-        self._ready.extend(due)  # type: ignore[attr-defined]  # private in typeshed
+    def _call_soon_on_base(
+        self, callback: Callable[[], object], context: contextvars.Context
+    ) -> asyncio.Handle:
+        return _BaseLoop.call_soon(self, callback, context=context)

@@ -1,8 +1,8 @@
 """The uvloop base: ``WheelUVLoop``, ``uvloop.Loop`` plus the wheel.
 
 The only module of the package that imports uvloop; :mod:`aiowheel.loop` imports it only when a
-uvloop-based loop is asked for. uvloop's ready queue is not reachable from Python, so due wheel
-timers run from the driver callback itself, in order (see :mod:`aiowheel.loop`).
+uvloop-based loop is asked for. Due timers run from the driver callback, in order, as on every base
+(see :mod:`aiowheel.loop`).
 
 uvloop's clock counts whole milliseconds (``loop.time()`` is ``uv_now / 1000``) and it rounds a
 delay to the *nearest* millisecond, so its own timers can run up to half a millisecond before
@@ -21,14 +21,12 @@ import contextvars
 import inspect
 import logging
 import math
-import time
-from collections import deque
 from collections.abc import Callable
 from typing import Any, SupportsFloat, SupportsIndex
 
 import uvloop
 
-from aiowheel.loop._wheelloop import FAR_DELAY, LoopTimerHandle, WheelLoop
+from aiowheel.loop._wheelloop import FAR_DELAY, WheelLoop
 
 __all__ = ["WheelUVLoop", "delay_to_ms_at_or_after"]
 
@@ -62,10 +60,6 @@ def delay_to_ms_at_or_after(when: float, now: float) -> float:
 class WheelUVLoop(WheelLoop, _UVLoop):  # type: ignore[valid-type,misc]  # runtime base
     """``uvloop.Loop`` with its timers on a hierarchical wheel; see :class:`WheelEventLoop`."""
 
-    # Handles found due but not run yet: only non-empty while a batch runs, or after a
-    # callback raised SystemExit / KeyboardInterrupt out of the middle of one.
-    _batch: deque[LoopTimerHandle]
-
     def __init__(
         self,
         *,
@@ -74,17 +68,12 @@ class WheelUVLoop(WheelLoop, _UVLoop):  # type: ignore[valid-type,misc]  # runti
         min_delay: SupportsFloat | None = None,
     ) -> None:
         super().__init__()
-        self._batch = deque()
         try:
             self._init_wheel(tick=tick, wheel_size=wheel_size, min_delay=min_delay)
         except BaseException:
             # Bad options: close the libuv loop, or uvloop logs an error when collected.
             _UVLoop.close(self)
             raise
-
-    def close(self) -> None:
-        super().close()
-        self._batch.clear()
 
     def _check_in_debug(self, callback: Callable[..., object]) -> None:
         # uvloop makes neither check; these are asyncio's, with asyncio's messages.
@@ -126,27 +115,7 @@ class WheelUVLoop(WheelLoop, _UVLoop):  # type: ignore[valid-type,misc]  # runti
         delay = delay_to_ms_at_or_after(deadline, self.time())
         return _UVLoop.call_later(self, delay, self._on_wheel_due, context=self._driver_context)
 
-    def _dispatch(self, due: list[LoopTimerHandle]) -> None:
-        self._batch.extend(due)
-        self._run_batch()
-
-    def _run_batch(self) -> None:
-        batch = self._batch
-        debug = self.get_debug()
-        try:
-            while batch:
-                timer = batch.popleft()
-                if timer._cancelled:
-                    continue
-                if debug:
-                    started = time.monotonic()
-                    timer._run()
-                    took = time.monotonic() - started
-                    if took >= self.slow_callback_duration:
-                        _logger.warning("Executing %r took %.3f seconds", timer, took)
-                else:
-                    timer._run()
-        finally:
-            if batch:
-                # A callback raised SystemExit or KeyboardInterrupt: the rest run next pass.
-                _UVLoop.call_soon(self, self._run_batch, context=self._driver_context)
+    def _call_soon_on_base(
+        self, callback: Callable[[], object], context: contextvars.Context
+    ) -> asyncio.Handle:
+        return _UVLoop.call_soon(self, callback, context=context)

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import math
+from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple, SupportsFloat, SupportsIndex
 
@@ -30,6 +32,9 @@ __all__ = ["FAR_DELAY", "LoopTimerHandle", "WheelLoop", "WheelStats", "resolve_m
 #: Timers further away than this (seconds) stay on the base loop: 100 years, uvloop's own cap.
 FAR_DELAY = 100 * 365 * 24 * 3600.0
 
+# asyncio's own logger: where its loops report slow callbacks.
+_logger = logging.getLogger("asyncio")
+
 # Default min_delay, in ticks: below 4 ticks, rounding up to a tick would add >= 25 %.
 _MIN_DELAY_TICKS = 4
 
@@ -39,14 +44,17 @@ class WheelStats(NamedTuple):
 
     #: Timers filed on the wheel.
     wheel_timers: int
-    #: Timers left to the base loop: shorter than ``min_delay``, beyond ``FAR_DELAY`` or the
-    #: wheel's range, or NaN.
+    #: Timers not filed on the wheel: shorter than ``min_delay`` (kept in the loop's queue of
+    #: imminent timers), or left to the base loop (beyond ``FAR_DELAY`` or the wheel's range,
+    #: infinite or NaN).
     base_timers: int
-    #: Timers on the wheel now.
+    #: Timers on the wheel or in the queue of imminent timers now, not cancelled.
     pending: int
-    #: Wheel timers cancelled before they were due (each taken off the wheel at once).
+    #: Timers cancelled before they were due: on the wheel, counted at once (each taken off
+    #: the wheel then); in the queue of imminent timers, once the driver drops them.
     cancelled: int
-    #: Wheel timers found due and handed over to run (a later cancel still stops them).
+    #: Timers found due and run by the driver (a cancel by an earlier one of its batch still
+    #: stops them).
     fired: int
     #: Times the driver ran (each advanced the wheel once).
     driver_wakeups: int
@@ -68,7 +76,7 @@ class WheelLoop(asyncio.AbstractEventLoop):
     A concrete class puts this first in its bases, before the base loop, calls
     :meth:`_init_wheel` once the base loop is set up, and provides the hooks that differ between
     base loops: :meth:`_check_in_debug`, :meth:`_call_on_base`, :meth:`_base_timer_cancelled`,
-    :meth:`_arm_driver` and :meth:`_dispatch`.
+    :meth:`_arm_driver` and :meth:`_call_soon_on_base`.
     """
 
     # The wheel's timers: the wheel, their handles and their bookkeeping (compiled if built).
@@ -79,6 +87,9 @@ class WheelLoop(asyncio.AbstractEventLoop):
     # The context the driver runs in: empty, so that it keeps no caller's context alive.
     _driver_context: contextvars.Context
     _base_timers: int
+    # Timers found due but not run yet: only non-empty while the driver runs them, or after a
+    # callback raised SystemExit / KeyboardInterrupt out of the middle of a batch.
+    _batch: deque[LoopTimerHandle]
 
     def _init_wheel(
         self,
@@ -96,6 +107,7 @@ class WheelLoop(asyncio.AbstractEventLoop):
         self._driver = None
         self._driver_context = contextvars.Context()
         self._base_timers = 0
+        self._batch = deque()
 
     # -- the asyncio API --------------------------------------------------------------------
 
@@ -115,6 +127,7 @@ class WheelLoop(asyncio.AbstractEventLoop):
         """Close the base loop, then empty the wheel: pending timers are dropped, not run."""
         super().close()  # the base loop's: next in the MRO
         self._driver = None
+        self._batch.clear()
         self._core.close()
 
     def _timer_handle_cancelled(self, handle: asyncio.TimerHandle) -> None:
@@ -133,8 +146,8 @@ class WheelLoop(asyncio.AbstractEventLoop):
         core = self._core
         return WheelStats(
             wheel_timers=core.wheel_timers,
-            base_timers=self._base_timers,
-            pending=len(core.wheel),
+            base_timers=core.near_timers + self._base_timers,
+            pending=core.pending(),
             cancelled=core.cancelled,
             fired=core.fired,
             driver_wakeups=core.driver_wakeups,
@@ -164,26 +177,53 @@ class WheelLoop(asyncio.AbstractEventLoop):
         self._core.driver_when = deadline
 
     def _rearm(self) -> None:
-        """Point the driver at the wheel's next deadline, or disarm it if the wheel is empty."""
-        deadline = self._core.wheel.next_deadline()
-        if deadline is None:
+        """Point the driver at the core's next due time, or disarm it if it holds no timer."""
+        core = self._core
+        deadline = core.next_due()
+        if deadline == math.inf:
             if self._driver is not None:
                 self._driver.cancel()
                 self._driver = None
-                self._core.driver_when = math.inf
-        elif deadline != self._core.driver_when:
+                core.driver_when = math.inf
+        elif deadline != core.driver_when:
             self._arm(deadline)
 
     def _on_wheel_due(self) -> None:
-        """The driver: advance the wheel to now, re-arm, hand over what is due."""
+        """The driver: take the timers due now, re-arm, run them, in this same loop pass."""
         self._driver = None
         self._core.driver_when = math.inf
         due = self._core.advance(self.time())
         # Armed before anything runs, so that timers scheduled by the callbacks below can only
-        # move the driver earlier, as they would at any other time.
+        # move the driver earlier, as they would at any other time; they run in a later pass.
         self._rearm()
         if due:
-            self._dispatch(due)
+            self._batch.extend(due)
+            self._run_batch()
+
+    def _run_batch(self) -> None:
+        """Run the due timers of ``_batch`` in order, skipping cancelled ones, as the base loop
+        runs ready callbacks: an exception goes to the exception handler (``_run``), and in
+        debug mode a slow one is logged with asyncio's message."""
+        batch = self._batch
+        debug = self.get_debug()
+        try:
+            while batch:
+                timer = batch.popleft()
+                if timer._cancelled:
+                    continue
+                if debug:
+                    # The loop's clock, as asyncio measures its callbacks (a virtual one too).
+                    started = self.time()
+                    timer._run()
+                    took = self.time() - started
+                    if took >= self.slow_callback_duration:
+                        _logger.warning("Executing %r took %.3f seconds", timer, took)
+                else:
+                    timer._run()
+        finally:
+            if batch:
+                # A callback raised SystemExit or KeyboardInterrupt: the rest run next pass.
+                self._call_soon_on_base(self._run_batch, self._driver_context)
 
     # -- hooks for the base loop ------------------------------------------------------------
 
@@ -210,6 +250,8 @@ class WheelLoop(asyncio.AbstractEventLoop):
         """Schedule ``_on_wheel_due`` on the base loop, to run no earlier than ``deadline``."""
         raise NotImplementedError
 
-    def _dispatch(self, due: list[LoopTimerHandle]) -> None:
-        """Run the handles in ``due`` in order, skipping cancelled ones, like ready callbacks."""
+    def _call_soon_on_base(
+        self, callback: Callable[[], object], context: contextvars.Context
+    ) -> asyncio.Handle:
+        """The base loop's own ``call_soon``."""
         raise NotImplementedError
