@@ -109,6 +109,19 @@ def session_cpu(spark: SparkSession) -> float:
     return sum(process_tree_cpu(pid) for pid in [jvm_pid(spark), *executors])
 
 
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--master URL`` (repeatable) and ``--cluster-cores``: the standalone clusters a Spark
+    benchmark also runs on, after its local masters, and their cores."""
+    parser.add_argument(
+        "--master",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="also run on this cluster (spark://host:port), after --masters",
+    )
+    parser.add_argument("--cluster-cores", type=int, default=2, help="cores of --master")
+
+
 def cluster_partitions(master: str, partitions: int, cluster_cores: int) -> int:
     """Shuffle partitions for ``master``: ``partitions`` if given, else 0 (the session's
     default, 2 per core) on ``local[N]`` and 2 per core of the cluster on ``spark://``."""
@@ -237,14 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeouts", default="30", help="comma-separated, default 30")
     parser.add_argument("--masters", default="local[1],local[2]")
-    parser.add_argument(
-        "--master",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="also run on this cluster (spark://host:port), after --masters",
-    )
-    parser.add_argument("--cluster-cores", type=int, default=2, help="cores of --master")
+    add_cluster_arguments(parser)
     parser.add_argument("--partitions", type=int, default=0, help="default: 2 per core")
     parser.add_argument("--out", default=None, help="also write results.json here (a folder)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)

@@ -61,6 +61,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # The benchmarks folder is not a package: the replay benchmark is a sibling module.
 from bench_spark_replay import (
+    add_cluster_arguments,
     cluster_partitions,
     generate_log,
     load,
@@ -402,14 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=10, help="micro-batches (default: 10)")
     parser.add_argument("--quick", action="store_true", help="200k events, 4 files, 1 round")
     parser.add_argument("--masters", default="local[2]")
-    parser.add_argument(
-        "--master",
-        action="append",
-        default=[],
-        metavar="URL",
-        help="also run on this cluster (spark://host:port), after --masters",
-    )
-    parser.add_argument("--cluster-cores", type=int, default=2, help="cores of --master")
+    add_cluster_arguments(parser)
     parser.add_argument("--apis", default="pandas")
     parser.add_argument("--repeat", type=int, default=1, help="stream runs per variant")
     parser.add_argument("--rounds", type=int, default=2, help="replay rounds per master")
