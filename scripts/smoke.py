@@ -33,10 +33,16 @@ def check(expected: str) -> None:
         )
     fired: list[object] = []
 
+    def answer() -> int:
+        fired.append("job")
+        return 6 * 7
+
     async def on_a_timer() -> None:
         async with aiowheel.Timer(tick=0.001) as timer:
             timer.call_later(0.01, fired.append, "call_later")
-            fired.append(await timer.schedule(0.005, lambda: 6 * 7))
+            job = timer.schedule(0.005, answer)  # runs first: due timers run by deadline
+            if await job != 42:
+                raise SystemExit(f"smoke test: the job returned {job.result()!r}, not 42")
             await timer.sleep(0.02)
 
     async def on_the_wheel_loop() -> None:
@@ -47,7 +53,7 @@ def check(expected: str) -> None:
 
     asyncio.run(on_a_timer())
     aiowheel.run(on_the_wheel_loop())
-    if fired != [42, "call_later", "wheel loop"]:
+    if fired != ["job", "call_later", "wheel loop"]:
         raise SystemExit(f"smoke test: the timers ran as {fired!r}")
     print(f"aiowheel {aiowheel.__version__}, {aiowheel.CORE} core, {python}: smoke test passed")
 

@@ -301,8 +301,13 @@ UNASKED = {
     "helpers.py": """
         import asyncio, json, os
 
+        # Every loop recorded stays alive to the end of the run: a loop freed early could
+        # leave its id() to the next one, which would then count as the same loop.
+        SEEN = []
+
         def record(request):
             loop = asyncio.get_running_loop()
+            SEEN.append(loop)
             with open(os.environ["LOOP_RECORD"], "a") as out:
                 out.write(json.dumps([request.node.nodeid, type(loop).__qualname__, id(loop)]))
                 out.write("\\n")
