@@ -49,11 +49,13 @@ WHEEL_TICKS = 2**50
 
 
 class TimerHandle(asyncio.TimerHandle):
-    """The handle of a timer on the wheel: an ``asyncio.TimerHandle`` in every respect.
+    """The handle of a loop timer: an ``asyncio.TimerHandle``, with two differences.
 
     ``when()``, ``cancel()``, ``cancelled()``, ordering, hashing and ``repr`` are asyncio's own.
     ``cancel()`` reaches the loop through ``loop._timer_handle_cancelled``, as asyncio's does,
-    and the loop takes the timer off the wheel there (``LoopCore.cancel``).
+    and the loop takes the timer off the wheel there (``LoopCore.cancel``). Unlike asyncio's, a
+    spent handle lets go of its callback, arguments and context (``get_context()`` is None then),
+    and copying or pickling it is refused (``__reduce_ex__``).
     """
 
     __slots__ = ("_entry", "_order")
