@@ -68,26 +68,6 @@ def _path(text: str) -> str:
     return text if "://" in text else os.path.abspath(text)
 
 
-def _count(name: str) -> Callable[[str], int]:
-    """An argument type: the count the Python API calls ``name``, a whole number >= 1, checked
-    by the API's own check."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{name} must be a whole number >= 1, got {text!r}"
-            ) from None
-        return _checked(lambda: check_count(value, name, 1, 2**31 - 1))
-
-    return parse
-
-
-_shards = _count("shards")
-_max_files = _count("max_files_per_trigger")
-
-
 def _timeouts(text: str) -> list[float]:
     """Parse ``"15,30,60"`` into seconds, checked as :func:`aiowheel.spark.replay` does."""
     try:
@@ -124,20 +104,26 @@ def _number(name: str, check: Callable[[float], object]) -> Callable[[str], floa
     return parse
 
 
-def _whole(name: str, check: Callable[[int], object]) -> Callable[[str], int]:
-    """An argument type: a whole number that ``check`` (the API's check of ``name``) accepts."""
+def _whole(
+    name: str, check: Callable[[int], object], expected: str = "a whole number"
+) -> Callable[[str], int]:
+    """An argument type: a whole number that ``check`` (the API's check of ``name``) accepts;
+    text that is not one is refused as not ``expected``."""
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"{name} must be a whole number, got {text!r}"
-            ) from None
+            raise argparse.ArgumentTypeError(f"{name} must be {expected}, got {text!r}") from None
         _checked(lambda: check(value))
         return value
 
     return parse
+
+
+def _count(name: str) -> Callable[[str], int]:
+    """An argument type: the count the Python API calls ``name``, a whole number >= 1."""
+    return _whole(name, lambda value: check_count(value, name, 1, 2**31 - 1), "a whole number >= 1")
 
 
 def _positive(name: str) -> Callable[[str], float]:
@@ -149,6 +135,8 @@ def _share(name: str) -> Callable[[str], float]:
 
 
 _tick = _number("tick", check_tick)
+_shards = _count("shards")
+_max_files = _count("max_files_per_trigger")
 _horizon = _number("horizon", check_horizon)
 _delay = _number("delay", lambda value: check_length(value, "delay", zero_ok=True))
 

@@ -103,7 +103,7 @@ def _py_files_for_driver_workers(spark: SparkSession) -> None:
     paths are added there (on an executor they do not exist, or come after its own copies).
     """
     context = spark.sparkContext
-    shipped = [path for path in (spark.conf.get("spark.submit.pyFiles", "") or "").split(",")]
+    shipped = (spark.conf.get("spark.submit.pyFiles", "") or "").split(",")
     local = [SparkFiles.get(os.path.basename(path)) for path in shipped if path]
     found = [path for path in local if os.path.exists(path)]
     if not found:
