@@ -1,55 +1,138 @@
-"""Which implementation of the hot paths aiowheel runs on: compiled if built, else pure Python.
+"""The twin table: which cores have a compiled twin, where each side lives, and which one runs.
 
-The one place that chooses, as in aio-libs' packages (propcache, frozenlist, multidict). Two
-hot paths have a compiled twin, both built into the one extension module :mod:`aiowheel._cwheel`
-by setup.py when a C compiler is available:
+Four cores have two twins with one contract, as in aio-libs' packages (propcache, frozenlist,
+multidict): a pure-Python module that specifies it, and a compiled counterpart (Cython) that
+implements the same names with the same behaviour, errors and tests.
 
-* the wheel -- :class:`Entry`, :class:`HierarchicalWheel`, :func:`ceil_ticks` and
-  :func:`floor_ticks`, specified by :mod:`aiowheel.wheel`;
-* the Timer's scheduling and dispatch -- :class:`TimerCore` (the base class of
-  :class:`aiowheel.Timer`) and :class:`TimerHandle`, specified by :mod:`aiowheel._timercore`;
-* the wheel-backed event loop's timers -- :class:`LoopCore` and :class:`LoopTimerHandle` (the
-  loop's ``TimerHandle``) and the loop's ``call_later`` / ``call_at`` (:func:`loop_call_later`,
-  :func:`loop_call_at`), specified by :mod:`aiowheel._loopcore`;
-* idle expiry's touch and filing -- :class:`IdleCore` (the base class of
-  :class:`aiowheel.IdleTimeouts`), specified by :mod:`aiowheel._idlecore`.
+* ``wheel`` -- :class:`Entry`, :class:`HierarchicalWheel`, :func:`ceil_ticks`, :func:`floor_ticks`
+  (pure: :mod:`aiowheel.wheel`);
+* ``timer`` -- the Timer's scheduling and dispatch, ``TimerCore`` and ``TimerHandle``
+  (pure: :mod:`aiowheel._timercore`);
+* ``loop`` -- the wheel-backed event loop's timers, ``LoopCore``, the loop's ``TimerHandle`` and
+  its ``call_later`` / ``call_at`` (pure: :mod:`aiowheel._loopcore`);
+* ``idle`` -- idle expiry's touch and filing, ``IdleCore`` (pure: :mod:`aiowheel._idlecore`).
 
-The layers above import these names from here, never from the pure modules or the extension
-directly, and always get all of them from the same side: the compiled Timer core files its
-handles in the compiled wheel. Both sides have the same API, behaviour and errors, and the
-same tests.
+:data:`TWINS` is the one list of them: the test fixtures, the parity tests and ``setup.py`` (the
+build's list of compiled parts) read it; nothing else names the twins' modules. It is a plain
+literal so that ``setup.py`` can read it without importing the package.
 
-Set ``AIOWHEEL_NO_EXTENSIONS`` to a non-empty value before the first ``import aiowheel`` to force
-pure Python. :data:`COMPILED` tells which side was chosen; :data:`aiowheel.CORE` is its public
-name (``"compiled"`` or ``"pure"``).
+An :class:`Impl` is one side, every core of it: ``impl.timer.TimerCore`` and so on. The two sides
+are never mixed (the compiled Timer core files its handles in the compiled wheel).
+:data:`SELECTED` is the side this process runs: the compiled one if it was built, else the pure
+one; set ``AIOWHEEL_NO_EXTENSIONS`` to a non-empty value before the first ``import aiowheel`` to
+force pure Python. :data:`CORE` is its name, published as :data:`aiowheel.CORE`.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
-from typing import TYPE_CHECKING, Literal
+from dataclasses import dataclass
+from types import ModuleType, SimpleNamespace
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 __all__ = [
     "COMPILED",
     "CORE",
+    "PURE",
+    "SELECTED",
+    "TWINS",
     "Entry",
     "HierarchicalWheel",
     "IdleCore",
+    "Impl",
     "LoopCore",
     "LoopTimerHandle",
     "TimerCore",
     "TimerHandle",
     "ceil_ticks",
+    "compiled_impl",
     "floor_ticks",
     "loop_call_at",
     "loop_call_later",
 ]
 
-COMPILED: bool
-"""True if the names here are the compiled ones."""
+#: Every twin: (its name, its pure module, its compiled module, the names both export).
+TWINS: Final = (
+    (
+        "wheel",
+        "aiowheel.wheel",
+        "aiowheel._cwheel",
+        ("Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"),
+    ),
+    ("timer", "aiowheel._timercore", "aiowheel._cwheel", ("TimerCore", "TimerHandle")),
+    (
+        "loop",
+        "aiowheel._loopcore",
+        "aiowheel._cwheel",
+        ("LoopCore", "TimerHandle", "call_at", "call_later"),
+    ),
+    ("idle", "aiowheel._idlecore", "aiowheel._cwheel", ("IdleCore",)),
+)
 
-# Type checkers see the pure classes: aiowheel/_cwheel.pyi declares the same API.
-if TYPE_CHECKING or os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
+# While the compiled twins share one module, the loop's names there differ from the pure ones
+# (the Timer core's TimerHandle is in the same module).
+_COMPILED_SPELLING: Final = {
+    ("loop", "TimerHandle"): "LoopTimerHandle",
+    ("loop", "call_at"): "loop_call_at",
+    ("loop", "call_later"): "loop_call_later",
+}
+
+
+@dataclass(frozen=True, repr=False)
+class Impl:
+    """One side of every twin: ``name`` is ``"compiled"`` or ``"pure"``; ``wheel``, ``timer``,
+    ``loop`` and ``idle`` hold that side's names of each core (see :data:`TWINS`)."""
+
+    name: Literal["compiled", "pure"]
+    wheel: Any
+    timer: Any
+    loop: Any
+    idle: Any
+
+    def __repr__(self) -> str:
+        return f"<Impl {self.name}>"
+
+
+def _side(name: Literal["compiled", "pure"]) -> Impl:
+    """Import every core of one side; ImportError if a compiled part is not built."""
+    cores: dict[str, Any] = {}
+    for twin, pure, compiled, names in TWINS:
+        module: ModuleType = importlib.import_module(pure if name == "pure" else compiled)
+        if name == "pure":
+            cores[twin] = module
+        else:
+            cores[twin] = SimpleNamespace(
+                **{n: getattr(module, _COMPILED_SPELLING.get((twin, n), n)) for n in names}
+            )
+    return Impl(name, **cores)
+
+
+def compiled_impl() -> Impl | None:
+    """The compiled side, or None if it is not built or ``AIOWHEEL_NO_EXTENSIONS`` is set."""
+    if os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
+        return None
+    try:
+        return _side("compiled")
+    except ImportError:  # not built: no C compiler or Cython at install time
+        return None
+
+
+PURE: Final = _side("pure")
+"""The pure-Python side: always there."""
+
+SELECTED: Final = compiled_impl() or PURE
+"""The side this process runs: compiled if built (and not switched off), else pure."""
+
+COMPILED: Final = SELECTED is not PURE
+"""True if :data:`SELECTED` is the compiled side."""
+
+CORE: Literal["compiled", "pure"] = SELECTED.name
+"""Which core runs, by name: ``"compiled"`` or ``"pure"`` (published as :data:`aiowheel.CORE`)."""
+
+# The selected side's names, for the layers above (type checkers see the pure classes;
+# aiowheel/_cwheel.pyi declares the same API).
+if TYPE_CHECKING:
     from aiowheel._idlecore import IdleCore
     from aiowheel._loopcore import LoopCore
     from aiowheel._loopcore import TimerHandle as LoopTimerHandle
@@ -57,35 +140,15 @@ if TYPE_CHECKING or os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
     from aiowheel._loopcore import call_later as loop_call_later
     from aiowheel._timercore import TimerCore, TimerHandle
     from aiowheel.wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
-
-    COMPILED = False
 else:
-    try:
-        from aiowheel._cwheel import (
-            Entry,
-            HierarchicalWheel,
-            IdleCore,
-            LoopCore,
-            LoopTimerHandle,
-            TimerCore,
-            TimerHandle,
-            ceil_ticks,
-            floor_ticks,
-            loop_call_at,
-            loop_call_later,
-        )
-    except ImportError:  # not built: no C compiler or Cython at install time
-        from aiowheel._idlecore import IdleCore
-        from aiowheel._loopcore import LoopCore
-        from aiowheel._loopcore import TimerHandle as LoopTimerHandle
-        from aiowheel._loopcore import call_at as loop_call_at
-        from aiowheel._loopcore import call_later as loop_call_later
-        from aiowheel._timercore import TimerCore, TimerHandle
-        from aiowheel.wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
-
-        COMPILED = False
-    else:
-        COMPILED = True
-
-CORE: Literal["compiled", "pure"] = "compiled" if COMPILED else "pure"
-"""Which core runs, by name: ``"compiled"`` or ``"pure"`` (published as :data:`aiowheel.CORE`)."""
+    Entry = SELECTED.wheel.Entry
+    HierarchicalWheel = SELECTED.wheel.HierarchicalWheel
+    ceil_ticks = SELECTED.wheel.ceil_ticks
+    floor_ticks = SELECTED.wheel.floor_ticks
+    TimerCore = SELECTED.timer.TimerCore
+    TimerHandle = SELECTED.timer.TimerHandle
+    LoopCore = SELECTED.loop.LoopCore
+    LoopTimerHandle = SELECTED.loop.TimerHandle
+    loop_call_at = SELECTED.loop.call_at
+    loop_call_later = SELECTED.loop.call_later
+    IdleCore = SELECTED.idle.IdleCore
