@@ -18,9 +18,11 @@ import pytest
 
 from aiowheel import _impl
 
-__all__ = ["IMPLS", "Impl", "load_impl", "selected_impl"]
+__all__ = ["CORES", "IMPLS", "Impl", "load_impl", "load_side", "selected_impl"]
 
 IMPLS = ("pure", "compiled")
+#: The ``core`` fixture's values, as ``Timer(core=...)`` takes them.
+CORES = ("compiled", "pure")
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,15 @@ def load_impl(name: str) -> Impl:
         wheel.ceil_ticks,
         wheel.floor_ticks,
     )
+
+
+def load_side(name: str) -> _impl.Impl:
+    """The side of :mod:`aiowheel._impl` called ``name``; skips the calling test if it is the
+    compiled one and is not built (or ``AIOWHEEL_NO_EXTENSIONS`` is set)."""
+    try:
+        return _impl.impl_named(name)
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
 
 
 def selected_impl() -> str:

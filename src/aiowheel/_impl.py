@@ -48,6 +48,7 @@ __all__ = [
     "ceil_ticks",
     "compiled_impl",
     "floor_ticks",
+    "impl_named",
     "loop_call_at",
     "loop_call_later",
 ]
@@ -126,6 +127,30 @@ SELECTED: Final = compiled_impl() or PURE
 
 COMPILED: Final = SELECTED is not PURE
 """True if :data:`SELECTED` is the compiled side."""
+
+_COMPILED_SIDE: Final = SELECTED if COMPILED else None
+
+
+def impl_named(name: str | None) -> Impl:
+    """The side called ``name``: ``"compiled"`` or ``"pure"``; None: :data:`SELECTED`.
+
+    For a layer that holds a core (``Timer(core=...)``). RuntimeError for ``"compiled"`` when it
+    is not built or ``AIOWHEEL_NO_EXTENSIONS`` is set; ValueError for another name.
+    """
+    if name is None:
+        return SELECTED
+    if name == "pure":
+        return PURE
+    if name == "compiled":
+        if _COMPILED_SIDE is None:
+            raise RuntimeError(
+                "core='compiled': the compiled core is not built for this interpreter (no C "
+                "compiler at install time) or AIOWHEEL_NO_EXTENSIONS is set; use core='pure' "
+                "or None"
+            )
+        return _COMPILED_SIDE
+    raise ValueError(f"core must be 'compiled', 'pure' or None, got {name!r}")
+
 
 CORE: Literal["compiled", "pure"] = SELECTED.name
 """Which core runs, by name: ``"compiled"`` or ``"pure"`` (published as :data:`aiowheel.CORE`)."""
