@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 
 import aiowheel  # noqa: E402
+import aiowheel.timer  # noqa: E402
 
 project = "aiowheel"
 author = "aiowheel developers"
@@ -119,13 +120,20 @@ def _resolve_public_short_name(
 ) -> Element | None:
     """A docstring may name a public class by its short name from a module that imports it
     (``:class:`TimerHandle``` in aiowheel.timer): resolve it to the ``aiowheel.X`` the reference
-    documents, if there is one."""
+    documents, if there is one -- or to ``aiowheel.timer.X``, the host interface's names for
+    feature authors (``TimerHost``, ``CancelScope``)."""
     target = node.get("reftarget", "")
-    if node.get("refdomain") != "py" or "." in target or target not in aiowheel.__all__:
+    if node.get("refdomain") != "py" or "." in target:
+        return None
+    if target in aiowheel.__all__:
+        full = f"aiowheel.{target}"
+    elif target in aiowheel.timer.__all__:
+        full = f"aiowheel.timer.{target}"
+    else:
         return None
     domain = env.get_domain("py")
     return domain.resolve_xref(
-        env, node["refdoc"], app.builder, node["reftype"], f"aiowheel.{target}", node, contnode
+        env, node["refdoc"], app.builder, node["reftype"], full, node, contnode
     )
 
 

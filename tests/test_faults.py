@@ -52,7 +52,8 @@ from aiowheel.idle import IdleTimeouts
 from aiowheel.loop import LoopTimerHandle
 from aiowheel.testing import VirtualTimeLoop, run
 
-pytestmark = pytest.mark.anyio
+# Every test on both twins of the cores (the `core` fixture, see conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("core")]
 
 
 class Boom(Exception):

@@ -56,7 +56,7 @@ def selected(env: dict[str, str]) -> str:
         "import aiowheel, aiowheel._impl as i, aiowheel.timer as t; "
         "assert aiowheel.HierarchicalWheel is i.HierarchicalWheel; "
         "assert aiowheel.Entry is i.Entry and issubclass(t.TimerHandle, i.Entry); "
-        "assert t.TimerHandle is i.TimerHandle and issubclass(t.Timer, i.TimerCore); "
+        "assert t.TimerHandle is i.TimerHandle and t.Timer().core == aiowheel.CORE; "
         "print(i.COMPILED, i.HierarchicalWheel.__module__, i.TimerCore.__module__)"
     )
     environ = {k: v for k, v in os.environ.items() if k != "AIOWHEEL_NO_EXTENSIONS"} | env

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -66,32 +67,40 @@ class HandClock:
         return self.now
 
 
-class NoBackend:
-    """The backend as the core uses it in a pass: it re-arms the driver, and nothing happens."""
+def running_core(impl: Impl, clock: Callable[[], float]) -> Any:
+    """A Timer core of ``impl``, started as the Timer starts it, without a loop: arming the
+    driver does nothing, and a callback's error fails the test."""
 
-    def arm(self, when: float) -> None:
-        return None
+    def report(callback: object, args: object, exc: BaseException, handle: object) -> None:
+        raise AssertionError(f"{callback!r}{args!r} raised") from exc
 
-
-def running_core(impl: Impl, clock: HandClock) -> Any:
-    """A Timer core of ``impl`` as the Timer sets it up when it starts, without a loop."""
     core = impl.TimerCore(TICK, 64, None)
-    core._wheel = impl.HierarchicalWheel(TICK, 64, start=clock.now)
-    core._time = clock
-    core._backend = NoBackend()
-    core._running = True
+    core.start(clock, lambda when: None, report)
     return core
 
 
 def counted(core: Any) -> dict[int, int]:
     """The core's non-empty buckets: {index: count}."""
-    return {i: n for i, n in enumerate(core._lateness_counts()) if n}
+    started, _, _, _ = core.counters()
+    return {i: n for i, n in enumerate(started) if n}
+
+
+def started_count(core: Any) -> int:
+    """Callbacks the core started: the histogram's count."""
+    return sum(core.counters()[0])
+
+
+def lateness_sum(core: Any) -> float:
+    return float(core.counters()[1])
+
+
+def max_lateness(core: Any) -> float:
+    return float(core.counters()[2])
 
 
 def test_the_twins_start_with_empty_buckets(impl: Impl) -> None:
     core = impl.TimerCore(TICK, 64, None)
-    assert core._lateness_counts() == (0,) * LATENESS_BUCKETS
-    assert core._lateness_sum == 0.0
+    assert core.counters() == ((0,) * LATENESS_BUCKETS, 0.0, 0.0, 0)
 
 
 VALUES = [
@@ -112,10 +121,10 @@ def test_each_twin_counts_a_lateness_in_the_spec_bucket(impl: Impl, lateness: fl
     core = running_core(impl, clock)
     core.call_at(0.0, lambda: None)
     clock.now = lateness
-    core._run_due()
+    core.run_due()
     assert counted(core) == {lateness_bucket(lateness): 1}
-    assert core._lateness_sum == lateness
-    assert core._max_lateness == lateness
+    assert lateness_sum(core) == lateness
+    assert max_lateness(core) == lateness
 
 
 def test_callbacks_held_up_by_earlier_ones_count_late_from_the_next_reading(impl: Impl) -> None:
@@ -131,14 +140,14 @@ def test_callbacks_held_up_by_earlier_ones_count_late_from_the_next_reading(impl
     for position in range(18):
         core.call_at(1.0, blocks, blocking.get(position, 0.0))  # one pass: all due at 1.0
     clock.now = 1.0
-    core._run_due()
+    core.run_due()
     assert started[3:5] == pytest.approx([1.0, 1.03]) and started[16] == pytest.approx(1.43)
     # The pass read the clock at its start (1.0) and before position 16 (1.43): positions 4-15,
     # held up by 30 ms, are counted from the first reading; 16 and 17 as 0.43 s late.
     assert counted(core) == {0: 16, 14: 2}
-    assert core._max_lateness == pytest.approx(0.43)
-    assert core._lateness_sum == pytest.approx(0.86)
-    assert core._fired == 18
+    assert max_lateness(core) == pytest.approx(0.43)
+    assert lateness_sum(core) == pytest.approx(0.86)
+    assert started_count(core) == 18
 
 
 def test_a_long_pass_reads_the_clock_before_every_16th_callback(impl: Impl) -> None:
@@ -153,14 +162,14 @@ def test_a_long_pass_reads_the_clock_before_every_16th_callback(impl: Impl) -> N
     for _ in range(n):
         core.call_at(0.5, busy)
     clock.now = 0.5
-    core._run_due()
+    core.run_due()
     assert CLOCK_STRIDE == 16
     # Readings before positions 0, 16 and 32: 0, 16 and 32 steps late. 16 steps (15.6 ms) is in
     # the bucket (10 ms, 20 ms], 32 steps (31.3 ms) in (20 ms, 50 ms].
     assert counted(core) == {0: 16, 10: 16, 11: 8}
-    assert core._lateness_sum == step * (16 * 16 + 8 * 32)
-    assert core._max_lateness == 32 * step
-    assert core._fired == sum(core._lateness_counts()) == n
+    assert lateness_sum(core) == step * (16 * 16 + 8 * 32)
+    assert max_lateness(core) == 32 * step
+    assert started_count(core) == n
 
 
 def test_cancelled_in_its_pass_is_not_counted(impl: Impl) -> None:
@@ -169,10 +178,9 @@ def test_cancelled_in_its_pass_is_not_counted(impl: Impl) -> None:
     later = core.call_at(1.0, lambda: None)
     core.call_at(0.5, later.cancel)
     clock.now = 1.0  # one pass holds both; the first cancels the second
-    core._run_due()
-    assert core._fired == 1
-    assert sum(core._lateness_counts()) == 1
-    assert core._lateness_sum == 0.5  # the canceller's lateness only
+    core.run_due()
+    assert started_count(core) == 1
+    assert lateness_sum(core) == 0.5  # the canceller's lateness only
 
 
 def test_the_16th_entry_reads_the_clock_even_when_it_was_cancelled(impl: Impl) -> None:
@@ -188,40 +196,41 @@ def test_the_16th_entry_reads_the_clock_even_when_it_was_cancelled(impl: Impl) -
     handles = [core.call_at(0.5, busy) for _ in range(20)]
     core.call_at(0.25, handles[15].cancel)  # runs first: position 16 of the pass is cancelled
     clock.now = 0.5
-    core._run_due()
+    core.run_due()
     # The canceller ran first (0.25 s late), positions 1-15 for 15 steps, 16 was cancelled; the
     # reading there makes the last four 15 steps late (they were counted on time without it).
-    assert core._lateness_sum == 0.25 + 4 * 15 * step
-    assert core._fired == sum(core._lateness_counts()) == 20
+    assert lateness_sum(core) == 0.25 + 4 * 15 * step
+    assert started_count(core) == 20
 
 
 def test_a_clock_that_raises_mid_pass_loses_no_timer(impl: Impl) -> None:
     """An error of the clock at a re-read leaves the pass there: the entry it was about to run
     and the rest of the batch stay scheduled, counted nowhere; the next pass runs them."""
     clock = HandClock(0.0)
-    core = running_core(impl, clock)
+    reads: int | None = None  # counted from the first pass on
+
+    def failing_once() -> float:
+        nonlocal reads
+        if reads is not None:
+            reads += 1
+            if reads == 2:  # the re-read before position 16
+                raise OSError("the clock failed")
+        return clock.now
+
+    core = running_core(impl, failing_once)
     ran: list[int] = []
     for position in range(20):
         core.call_at(0.5, ran.append, position)
     clock.now = 0.5
     reads = 0
-
-    def failing_once() -> float:
-        nonlocal reads
-        reads += 1
-        if reads == 2:  # the re-read before position 16
-            raise OSError("the clock failed")
-        return clock.now
-
-    core._time = failing_once
     with pytest.raises(OSError, match="the clock failed"):
-        core._run_due()
+        core.run_due()
     assert ran == list(range(16))
-    assert core._fired == sum(core._lateness_counts()) == 16
-    assert len(core._wheel) == 4
-    core._run_due()
+    assert started_count(core) == 16
+    assert len(core) == 4
+    core.run_due()
     assert ran == list(range(20))
-    assert core._fired == sum(core._lateness_counts()) == 20
+    assert started_count(core) == 20
 
 
 def test_an_interrupted_pass_counts_what_it_started(impl: Impl) -> None:
@@ -236,12 +245,12 @@ def test_an_interrupted_pass_counts_what_it_started(impl: Impl) -> None:
     core.call_at(0.75, lambda: None)  # stays scheduled, due at once
     clock.now = 1.0
     with pytest.raises(KeyboardInterrupt):
-        core._run_due()
-    assert core._fired == sum(core._lateness_counts()) == 2
-    assert core._lateness_sum == 0.75 + 0.5
-    core._run_due()
-    assert core._fired == sum(core._lateness_counts()) == 3
-    assert core._lateness_sum == 0.75 + 0.5 + 0.25
+        core.run_due()
+    assert started_count(core) == 2
+    assert lateness_sum(core) == 0.75 + 0.5
+    core.run_due()
+    assert started_count(core) == 3
+    assert lateness_sum(core) == 0.75 + 0.5 + 0.25
 
 
 @pytest.mark.impl("compiled")
@@ -268,8 +277,8 @@ def test_the_twins_count_the_same_random_passes() -> None:
             for offset, seconds in batch:
                 core.call_at(base + offset, blocks, seconds)
             clock.now = base + 0.25
-            core._run_due()
-        outcomes.append((core._lateness_counts(), core._lateness_sum, core._max_lateness))
+            core.run_due()
+        outcomes.append(core.counters())
     assert outcomes[0] == outcomes[1]
     assert sum(outcomes[0][0]) == sum(len(batch) for batch in plan)
 

@@ -20,7 +20,8 @@ from waiting import HANG
 from aiowheel import PendingLimitError, Timer
 from aiowheel.timeouts import Timeout
 
-pytestmark = pytest.mark.anyio
+# Every test on both twins of the cores (the `core` fixture, see conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("core")]
 
 TICK = 0.25
 

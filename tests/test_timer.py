@@ -24,12 +24,13 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
 from waiting import HANG
 
+import aiowheel.timer
 from aiowheel import (
     JobCancelled,
     LatenessHistogram,
@@ -41,7 +42,13 @@ from aiowheel import (
 from aiowheel._lateness import LATENESS_BOUNDS
 from aiowheel.testing import VirtualTimeLoop
 
-pytestmark = pytest.mark.anyio
+if TYPE_CHECKING:
+    from twins import Impl
+
+    from aiowheel._backends import Backend
+
+# Every test on both twins of the cores (the `core` fixture, see conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("core")]
 
 TICK = 0.001
 
@@ -154,7 +161,9 @@ def test_construction_arguments_of_the_wrong_type_raise_type_error(
 # -- call_later / call_at: on time, with their arguments ---------------------------------------
 
 
-async def test_call_later_runs_the_callback_with_its_args_on_time(backend_name: str) -> None:
+async def test_call_later_runs_the_callback_with_its_args_on_time(
+    backend_name: str, impl: Impl
+) -> None:
     exact = is_virtual(backend_name)
     delays = [0.0004, 0.001, 0.0123, 0.03]
     if exact:  # far enough to go through one, two and three cascades
@@ -168,7 +177,7 @@ async def test_call_later_runs_the_callback_with_its_args_on_time(backend_name: 
         start = timer.time()
         handles = [timer.call_later(delay, callback, i, "arg") for i, delay in enumerate(delays)]
         for handle, delay in zip(handles, delays, strict=True):
-            assert isinstance(handle, TimerHandle)
+            assert isinstance(handle, impl.TimerHandle)  # the handle of the Timer's core
             if exact:
                 assert handle.when() == start + delay
         assert not calls  # nothing runs inline
@@ -241,21 +250,28 @@ async def test_a_negative_delay_or_past_time_is_due_at_once_but_not_inline(
 async def test_never_early_when_the_driver_is_woken_early(
     backend_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with Timer(tick=TICK) as timer:
-        backend = timer._backend
+    early_arms = 0
+    make_backend = aiowheel.timer.current_backend
+
+    def backend_arming_early() -> Backend:
+        # The Timer's backend, but it wakes the driver halfway to the time asked for, until it
+        # is very close: every deadline is approached by several early wake-ups.
+        backend = make_backend()
         real_arm = backend.arm
-        early_arms = 0
 
         def arm_early(when: float | None) -> None:
-            # Wake the driver halfway to the time it asked for, until it is very close: every
-            # deadline is approached by several early wake-ups.
             nonlocal early_arms
-            if when is not None and when - timer.time() > TICK / 8:
+            now = backend.time()
+            if when is not None and when - now > TICK / 8:
                 early_arms += 1
-                when = timer.time() + (when - timer.time()) / 2
+                when = now + (when - now) / 2
             real_arm(when)
 
-        monkeypatch.setattr(backend, "arm", arm_early)
+        backend.arm = arm_early  # type: ignore[method-assign]
+        return backend
+
+    monkeypatch.setattr(aiowheel.timer, "current_backend", backend_arming_early)
+    async with Timer(tick=TICK) as timer:
         fired = Fired(timer)
         whens = [timer.time() + offset for offset in (0.0105, 0.0203, 0.02035, 0.04)]
         for when in whens:
@@ -298,8 +314,9 @@ async def test_sub_tick_deadlines_in_one_bucket_run_by_deadline_then_scheduling_
         handles = [
             timer.call_at(base + offset, fired, (offset, i)) for i, offset in enumerate(offsets)
         ]
-        # All in the same bucket (the same tick), added out of deadline order.
-        assert len({timer._wheel.locate(handle) for handle in handles}) == 1
+        # All in the same bucket -- on level 0, within one tick -- added out of deadline order.
+        assert timer.stats().pending_per_level[0] == len(handles)
+        assert len({math.ceil(handle.when() / TICK) for handle in handles}) == 1
         await timer.sleep_until(base + max(offsets))
     assert fired.labels == sorted((offset, i) for i, offset in enumerate(offsets))
 
@@ -331,25 +348,21 @@ async def test_cascaded_and_directly_added_timers_with_one_deadline_keep_schedul
         fired = Fired(timer)
         # Filed on level 1 (base + 10 is beyond level 0's range): cascaded down later.
         cascaded = timer.call_at(base + 10, fired, "cascaded")
-        where: dict[str, tuple[int, int] | None] = {}
+        levels: list[tuple[int, ...]] = []
 
         def add_direct() -> None:
             # Runs at base + 7: base + 10 is now inside level 0's range, so these go straight
-            # into level 0 while "cascaded" still waits on level 1.
-            early = timer.call_at(base + 9.5, fired, "direct, earlier in the tick")
-            direct = timer.call_at(base + 10, fired, "direct")
-            where.update(
-                cascaded=timer._wheel.locate(cascaded),
-                early=timer._wheel.locate(early),
-                direct=timer._wheel.locate(direct),
-            )
+            # into level 0 while "cascaded" (and the sleep's job) still wait on level 1.
+            levels.append(timer.stats().pending_per_level)
+            timer.call_at(base + 9.5, fired, "direct, earlier in the tick")
+            timer.call_at(base + 10, fired, "direct")
+            levels.append(timer.stats().pending_per_level)
 
         timer.call_at(base + 7, add_direct)
         await timer.sleep_until(base + 10)
 
-    assert where["cascaded"] is not None and where["cascaded"][0] == 1
-    assert where["early"] is not None and where["early"][0] == 0
-    assert where["direct"] is not None and where["direct"][0] == 0
+    assert cascaded.when() == base + 10
+    assert [per_level[:2] for per_level in levels] == [(0, 2), (2, 2)]  # (level 0, level 1)
     assert fired.labels == ["direct, earlier in the tick", "cascaded", "direct"]
     assert [ran_at for _, ran_at in fired.calls] == [base + 10] * 3
 
@@ -1657,23 +1670,23 @@ async def test_max_pending_refuses_beyond_the_limit_then_recovers() -> None:
         await timer.sleep(0)
 
 
-async def test_the_librarys_own_re_filing_is_never_refused_by_max_pending() -> None:
-    """``_refile_at``, the hook aiowheel.idle and aiowheel.timeouts re-file their entries with:
+async def test_the_librarys_own_re_filing_is_never_refused_by_max_pending(impl: Impl) -> None:
+    """``refile_at``, the hook aiowheel.idle and aiowheel.timeouts re-file their entries with:
     work already accepted must not be refused inside the driver's pass, where it would be lost.
     """
     async with Timer(max_pending=1) as timer:
         fired = Fired(timer)
         when = timer.time() + 0.002
         timer.call_at(when, fired, "new work")
-        handle = timer._refile_at(when, fired, "re-filed")
-        assert isinstance(handle, TimerHandle) and handle.when() == when
+        handle = timer.refile_at(when, fired, "re-filed")
+        assert isinstance(handle, impl.TimerHandle) and handle.when() == when
         assert len(timer) == 2
         with pytest.raises(PendingLimitError):
             timer.call_at(when, fired, "refused")
         await anyio.sleep(0.005)
         assert fired.labels == ["new work", "re-filed"]
     with pytest.raises(RuntimeError, match="Timer is closed"):
-        timer._refile_at(1, _noop)
+        timer.refile_at(1, _noop)
 
 
 # -- bad input ---------------------------------------------------------------------------------

@@ -1,24 +1,27 @@
 """Idle expiry's hot path -- touch, discard, the queries and the filing -- in pure Python.
 
-:class:`IdleCore` is the base class of :class:`aiowheel.IdleTimeouts`: it owns a key's state
-(one dict entry, ``key -> _Deadline`` of its current period), the ``_Deadline`` shared by every
-key touched while ``t + timeout`` rounds up to the same tick, and the filing of keys on the
-Timer's wheel (one entry per tick with keys to look at, re-filed lazily when it comes due).
+:class:`IdleCore` is the core :class:`aiowheel.IdleTimeouts` holds: it owns a key's state (one
+dict entry, ``key -> _Deadline`` of its current period), the ``_Deadline`` shared by every key
+touched while ``t + timeout`` rounds up to the same tick, and the filing of keys on the Timer's
+wheel (one entry per tick with keys to look at, re-filed lazily when it comes due).
 :class:`aiowheel.IdleTimeouts` (``aiowheel/idle.py``) adds the checks of its arguments and the
-context manager, and documents the rule and the guarantees.
+context manager, and documents the rule and the guarantees. The core talks to its Timer only
+through the host interface, :class:`aiowheel.timer.TimerHost` (``time``, ``tick``, ``closed``,
+``call_at``, ``refile_at``, ``run_now``).
 
 This module is the specification of that hot path; ``aiowheel/_cidle.pxi`` is its compiled
 twin (built into ``aiowheel._cwheel``), with the same behaviour and errors, and
-:mod:`aiowheel._impl` chooses between the two along with the wheel and the Timer core. The idle
+:mod:`aiowheel._impl` declares both: an IdleTimeouts runs the twin its Timer runs. The idle
 tests run on both, and ``tests/test_idle.py`` drives both side by side against a reference
 model.
 
-The clock: every ``touch`` and ``discard`` reads the Timer's own clock (``timer._time``, what
-``timer.time()`` returns), never a time cached for the loop's pass. The rule is stated in that
-clock, the driver expires keys by it, and a touch that used an older reading would date its
-period earlier than ``timer.time()`` at the touch: the key would expire up to a pass's length
-before ``timeout`` had passed since it was last touched (early, in the clock everyone else
-reads), and a touch at ``timer.time() >= E`` could still extend an ended period.
+The clock: every ``touch`` and ``discard`` reads the Timer's own clock (``timer.time()``, which
+from the Timer's start is the loop's clock itself), never a time cached for the loop's pass. The
+rule is stated in that clock, the driver expires keys by it, and a touch that used an older
+reading would date its period earlier than ``timer.time()`` at the touch: the key would expire
+up to a pass's length before ``timeout`` had passed since it was last touched (early, in the
+clock everyone else reads), and a touch at ``timer.time() >= E`` could still extend an ended
+period.
 """
 
 from __future__ import annotations
@@ -26,43 +29,16 @@ from __future__ import annotations
 import contextvars
 import math
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from aiowheel.wheel import ceil_ticks
 
 if TYPE_CHECKING:
-    from aiowheel._timercore import TimerHandle
+    from aiowheel._host import FiledHandle, TimerHost
 
-__all__ = ["IdleCore", "IdleTimer"]
+__all__ = ["IdleCore"]
 
 K = TypeVar("K", bound=Hashable)
-
-
-class IdleTimer(Protocol):
-    """What idle expiry needs of its Timer (:class:`aiowheel.Timer` has it all)."""
-
-    tick: float
-    # The Timer's clock: timer.time() without its frame.
-    _time: Callable[[], float]
-
-    @property
-    def closed(self) -> bool: ...
-    def time(self) -> float: ...
-    def call_at(
-        self,
-        when: float,
-        callback: Callable[..., object],
-        *args: Any,
-        context: contextvars.Context | None = None,
-    ) -> TimerHandle: ...
-    def _refile_at(
-        self,
-        when: float,
-        callback: Callable[..., object],
-        *args: Any,
-        context: contextvars.Context | None = None,
-    ) -> TimerHandle: ...
-    def _run_now(self, callback: Callable[..., object], args: tuple[Any, ...]) -> None: ...
 
 
 class _Deadline:
@@ -80,7 +56,7 @@ class _Deadline:
         # deadline of its current period.
         self.filed: list[Hashable] = []
         # The wheel entry that fires at `when`; set while `filed` is non-empty.
-        self.handle: TimerHandle | None = None
+        self.handle: FiledHandle | None = None
 
 
 # A key that is still filed but no longer tracked (discarded, or expired while filed).
@@ -105,7 +81,7 @@ class IdleCore(Generic[K]):
         "_timer",
     )
 
-    def __init__(self, timer: IdleTimer, timeout: float, on_expire: Callable[[K], object]) -> None:
+    def __init__(self, timer: TimerHost, timeout: float, on_expire: Callable[[K], object]) -> None:
         self._timer = timer
         self._timeout = timeout
         self._on_expire = on_expire
@@ -149,7 +125,7 @@ class IdleCore(Generic[K]):
         unhashable key raises TypeError, and an error of the key's ``__hash__`` or ``__eq__``
         propagates, as from a dict; the key is then not tracked (or its period is unchanged).
         """
-        now = self._timer._time()  # timer.time() without its frame: this is the hot path
+        now = self._timer.time()  # the loop's clock itself: no frame of the Timer's
         w = now + self._timeout
         current = self._current
         if not current.after < w <= current.when:
@@ -173,7 +149,7 @@ class IdleCore(Generic[K]):
         previous = deadlines.get(key, _ABSENT)
         if previous is _ABSENT or previous is _UNTRACKED:
             return False
-        if previous.when <= self._timer._time():
+        if previous.when <= self._timer.time():
             self._expire(key)
             previous = deadlines.get(key, _ABSENT)  # on_expire may have touched it again
             if previous is _ABSENT or previous is _UNTRACKED:
@@ -247,14 +223,14 @@ class IdleCore(Generic[K]):
         """End ``key``'s period: untrack it (it stays filed) and run ``on_expire(key)``."""
         self._deadlines[key] = _UNTRACKED
         self._len -= 1
-        self._timer._run_now(self._on_expire, (key,))
+        self._timer.run_now(self._on_expire, (key,))
 
     def _file(
-        self, key: Hashable, deadline: _Deadline, call_at: Callable[..., TimerHandle]
+        self, key: Hashable, deadline: _Deadline, call_at: Callable[..., FiledHandle]
     ) -> None:
         """File ``key`` under ``deadline``, giving the deadline a wheel entry with ``call_at``
         if it has none: the Timer's ``call_at`` for a new key (which ``max_pending`` may
-        refuse, at the touch), its ``_refile_at`` for a key already tracked (never refused)."""
+        refuse, at the touch), its ``refile_at`` for a key already tracked (never refused)."""
         if deadline.handle is None:
             deadline.handle = call_at(deadline.when, self._fire, deadline, context=self._context)
             self._pending.add(deadline)
@@ -267,9 +243,9 @@ class IdleCore(Generic[K]):
         due.filed = []
         due.handle = None
         self._pending.discard(due)
-        now = self._timer._time()
+        now = self._timer.time()
         deadlines: dict[Hashable, _Deadline] = self._deadlines  # type: ignore[assignment]
-        refile = self._timer._refile_at
+        refile = self._timer.refile_at
         index = 0
         try:
             for index, key in enumerate(filed):  # noqa: B007 -- index is used on interrupt

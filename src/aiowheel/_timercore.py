@@ -1,15 +1,18 @@
 """The Timer's hot path: scheduling a callback and running the due ones, in pure Python.
 
-:class:`TimerCore` is the base class of :class:`aiowheel.Timer`: it owns the wheel, the handles
-(:class:`TimerHandle`), ``call_later``/``call_at``, cancellation, re-arming the driver and the
-dispatch of a due batch. :class:`aiowheel.Timer` (``aiowheel/timer.py``) adds everything else --
-lifecycle, the driver coroutine, jobs, timeouts, statistics -- and documents the guarantees.
+:class:`TimerCore` is the core :class:`aiowheel.Timer` holds: it owns the wheel, the handles
+(:class:`TimerHandle`), ``call_later``/``call_at``/``refile_at``, cancellation, arming the
+driver and the dispatch of a due batch. :class:`aiowheel.Timer` (``aiowheel/timer.py``) adds
+everything else -- lifecycle, the driver coroutine, jobs, timeouts, statistics -- and documents
+the guarantees. It talks to its core only through the public methods of :class:`TimerCore`,
+which are the contract both twins keep, and binds ``call_later``, ``call_at`` and
+``refile_at`` on itself, so that scheduling runs no frame of the Timer's.
 
 This module is the specification of that hot path; ``aiowheel/_ctimercore.pxi`` is its
 compiled twin (built into ``aiowheel._cwheel``), with the same behaviour and error messages, and
-:mod:`aiowheel._impl` chooses between the two along with the wheel. Both run the whole test
-suite. Where the twin stores things differently (untracked handles, shared context snapshots),
-its docstring says why; nothing a user can observe differs.
+:mod:`aiowheel._impl` declares both (a Timer is made with either: ``Timer(core=...)``). Both
+run the whole test suite. Where the twin stores things differently (untracked handles, shared
+context snapshots), its docstring says why; nothing a user can observe differs.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import math
 from bisect import bisect_left
 from collections.abc import Callable
 from types import FunctionType
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, cast
 
 from aiowheel._checks import (
     CLOSED,
@@ -40,11 +43,7 @@ from aiowheel.wheel import Entry, HierarchicalWheel
 if TYPE_CHECKING:
     from typing import SupportsFloat, SupportsIndex
 
-    from aiowheel._backends import Backend
-
 __all__ = ["TimerCore", "TimerHandle"]
-
-H = TypeVar("H", bound="TimerHandle")
 
 _INF = math.inf
 _copy_context = contextvars.copy_context
@@ -118,38 +117,87 @@ _init_handle = TimerHandle.__init__
 
 
 class TimerCore:
-    """The wheel, the handles and the dispatch of one Timer; see :class:`aiowheel.Timer`.
+    """The wheel, the handles and the dispatch of one Timer: the hot path :class:`aiowheel.Timer`
+    holds (one per Timer) and talks to through the methods below, which are the core's contract
+    (the compiled twin has the same).
 
-    The Timer sets ``_wheel``, ``_time``, ``_backend`` and ``_running`` when it starts, and
-    implements ``_report`` (where a callback's error goes).
+    Made with the Timer's arguments, it files nothing until :meth:`start` gives it the loop's
+    clock and the Timer's two hooks: ``arm(when)``, which wakes the driver at ``when`` (None:
+    never), and ``report(callback, args, exc, handle)``, where a callback's error goes.
+
+    Arming, one rule (the Timer's driver is armed for at most one time, ``_armed_at``):
+
+    * filing a handle arms the driver for the wheel's next deadline if that is earlier than the
+      time armed -- and never between :meth:`run_due` and :meth:`rearm`, while the driver
+      dispatches (its rearm comes after);
+    * :meth:`rearm`, after a pass, arms the wheel's next deadline (None if nothing is pending),
+      whatever was armed before.
     """
-
-    _backend: Backend
 
     def __init__(
         self, tick: SupportsFloat, wheel_size: SupportsIndex, max_pending: int | None
     ) -> None:
         self._max_pending = max_pending
         # Validates tick and wheel_size now: a bad argument is a bug at the call site. Replaced
-        # by a wheel starting at the loop's time when the Timer starts.
+        # by a wheel starting at the loop's time by start().
         self._wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)
         self._time: Callable[[], float] = not_running
+        self._arm: Callable[[float | None], object] = _not_started
+        self._report: Callable[..., object] = _not_started
         self._running = False
         self._closed = False
-        # When the driver is armed to wake; -inf while it is dispatching (it re-arms after).
+        # When the driver is armed to wake; -inf while it is dispatching (run_due until rearm).
         self._armed_at = math.inf
-        self._fired = 0
         self._cancelled_count = 0
-        self._early = 0
         self._max_lateness = 0.0
         # Callbacks started, by lateness: index i counts the bucket of aiowheel._lateness's
-        # lateness_bucket; they add up to _fired. And the sum of their lateness, in seconds.
+        # lateness_bucket. And the sum of their lateness, in seconds.
         self._lateness = [0] * LATENESS_BUCKETS
         self._lateness_sum = 0.0
-        # The due batch _run_due is dispatching, out of the wheel already; None between passes.
-        # Its handles not run yet are pending still (their _timer is set): _cancel_all cancels
+        # The due batch run_due is dispatching, out of the wheel already; None between passes.
+        # Its handles not run yet are pending still (their _timer is set): close() cancels
         # them too, should a callback of the batch close the Timer.
         self._batch: list[TimerHandle] | None = None
+
+    @property
+    def tick(self) -> float:
+        """The wheel's tick, as it checked and converted it."""
+        return self._wheel.tick
+
+    @property
+    def wheel_size(self) -> int:
+        """Slots per wheel level."""
+        return self._wheel.wheel_size
+
+    @property
+    def time(self) -> Callable[[], float]:
+        """The clock :meth:`start` gave; until then a function raising RuntimeError."""
+        return self._time
+
+    @property
+    def running(self) -> bool:
+        """True from :meth:`start` to :meth:`close`."""
+        return self._running
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._closed
+
+    def start(
+        self,
+        clock: Callable[[], float],
+        arm: Callable[[float | None], object],
+        report: Callable[[object, tuple[Any, ...], BaseException, TimerHandle], object],
+    ) -> None:
+        """Start filing: ``clock`` is the loop's clock (the wheel starts at its current time),
+        ``arm(when)`` wakes the driver at ``when`` (None: never), ``report(callback, args,
+        exc, handle)`` takes a callback's error. Once, before anything is scheduled."""
+        self._wheel = HierarchicalWheel(self._wheel.tick, self._wheel.wheel_size, start=clock())
+        self._time = clock
+        self._arm = arm
+        self._report = report
+        self._running = True
 
     def call_later(
         self,
@@ -210,21 +258,15 @@ class TimerCore:
         _init_handle(handle, deadline, callback, args, self, context)
         return self._add(handle)
 
-    def _refile_at(
+    def refile_at(
         self,
         when: SupportsFloat,
         callback: Callable[..., object],
         *args: Any,
         context: contextvars.Context | None = None,
     ) -> TimerHandle:
-        """``call_at`` for the library's own bookkeeping, which ``max_pending`` never refuses.
-
-        For filing again work the Timer already accepted, when the entry standing for it fires
-        early: an idle key touched since its entry was filed, a Timeout whose deadline moved
-        later (:mod:`aiowheel.idle`, :mod:`aiowheel.timeouts`). The limit refuses new work at
-        the call that asks for it; refused here, inside the driver's pass, the work would be
-        lost. RuntimeError if the Timer is not running.
-        """
+        """``call_at`` for the feature layers' own bookkeeping, which ``max_pending`` never
+        refuses (see :meth:`aiowheel.Timer.refile_at`). RuntimeError if not running."""
         if not self._running:
             self._check_running()
         handle = _new_handle(TimerHandle)
@@ -235,17 +277,22 @@ class TimerCore:
         """Timers and jobs pending in the wheel."""
         return len(self._wheel)
 
-    def _add(self, handle: H) -> H:
+    def _add(self, handle: TimerHandle) -> TimerHandle:
         """File ``handle`` unless ``max_pending`` timers are pending already."""
         limit = self._max_pending
         if limit is not None and len(self._wheel) >= limit:
             raise pending_limit(len(self._wheel), limit)
         return self._file(handle)
 
-    def _file(self, handle: H) -> H:
+    def _file(self, handle: TimerHandle) -> TimerHandle:
+        """Put ``handle`` in the wheel, and arm the driver if it is now due earlier (the first
+        rule of arming, in the class docstring)."""
         self._wheel.add_entry(handle)
         if handle.deadline < self._armed_at:
-            self._rearm()
+            next_deadline = self._wheel.next_deadline()
+            if next_deadline is not None and next_deadline < self._armed_at:
+                self._armed_at = next_deadline
+                self._arm(next_deadline)
         return handle
 
     def _check_running(self) -> NoReturn:
@@ -261,21 +308,28 @@ class TimerCore:
         self._cancelled_count += 1
         self._release(handle)
 
-    def _cancel_all(self) -> list[TimerHandle]:
-        """Cancel every pending timer, as the Timer closes; return them in deadline order.
+    def close(self) -> list[object]:
+        """Stop: cancel every pending timer and return their callbacks, in deadline order.
+        Idempotent (later calls return ``[]``); afterwards scheduling raises RuntimeError.
 
         Pending are the wheel's entries and, when a callback of the driver's pass closes the
         Timer (a coroutine started eagerly can, by ``await timer.aclose()``), the rest of the
         batch that pass took out of the wheel: none of it runs on the closed Timer.
         """
+        self._closed = True
+        if not self._running:
+            return []
+        self._running = False
         batch = self._batch
         handles = [handle for handle in batch if handle._timer is not None] if batch else []
         handles += cast("list[TimerHandle]", self._wheel.remove_all())
+        callbacks: list[object] = []
         for handle in handles:
             self._cancelled_count += 1
             handle._cancelled = True
+            callbacks.append(handle.payload)
             self._release(handle)
-        return handles
+        return callbacks
 
     @staticmethod
     def _release(handle: TimerHandle) -> None:
@@ -284,28 +338,40 @@ class TimerCore:
         handle._context = None
         handle._timer = None
 
-    def _rearm(self) -> None:
-        next_deadline = self._wheel.next_deadline()
-        if next_deadline is not None and next_deadline < self._armed_at:
-            self._armed_at = next_deadline
-            self._backend.arm(next_deadline)
+    def rearm(self) -> None:
+        """Arm the driver for the wheel's next deadline (None if nothing is pending), whatever
+        was armed: the second rule of arming, after a pass (or once an interrupt that left it
+        has gone). Nothing once closed."""
+        if self._running:
+            next_deadline = self._wheel.next_deadline()
+            self._armed_at = _INF if next_deadline is None else next_deadline
+            self._arm(next_deadline)
 
-    def _lateness_counts(self) -> tuple[int, ...]:
-        """Callbacks started so far, per bucket of :mod:`aiowheel._lateness`."""
-        return tuple(self._lateness)
+    def counters(self) -> tuple[tuple[int, ...], float, float, int]:
+        """``(started, lateness_sum, max_lateness, cancelled)`` so far: the callbacks started
+        per bucket of :mod:`aiowheel._lateness`, the sum of their lateness and the largest, in
+        seconds, and the timers cancelled before they ran."""
+        return tuple(self._lateness), self._lateness_sum, self._max_lateness, self._cancelled_count
 
-    def _run_due(self) -> None:
-        """Run every callback due at the clock's current time, in (deadline, scheduling order),
-        and count each one's lateness (see :mod:`aiowheel._lateness`)."""
+    def pending_per_level(self) -> tuple[int, ...]:
+        """Timers pending on each level of the wheel, level 0 first (see
+        :meth:`aiowheel.HierarchicalWheel.pending_per_level`)."""
+        return self._wheel.pending_per_level()
+
+    def run_due(self) -> None:
+        """The driver's pass: run every callback due at the clock's current time, in (deadline,
+        scheduling order), and count each one's lateness (see :mod:`aiowheel._lateness`).
+
+        From here until :meth:`rearm` the driver counts as dispatching: filing arms nothing.
+        An interrupt (or an error of the clock) leaves with the rest of the batch back in the
+        wheel, due at once."""
+        self._armed_at = -_INF
         now = self._time()
         due = cast("list[TimerHandle]", self._wheel.advance_entries(now))
         if not due:
             return
-        # The batch is in deadline order: its last entry is the latest.
-        if due[-1].deadline > now:  # impossible by the wheel's construction; counted as proof
-            self._early += sum(1 for handle in due if handle.deadline > now)
         counts = self._lateness
-        index = skipped = 0
+        index = 0
         self._batch = due
         try:
             for i, handle in enumerate(due):
@@ -315,7 +381,6 @@ class TimerCore:
                     now = self._time()
                 index = i
                 if handle._cancelled:  # by an earlier callback of this batch
-                    skipped += 1
                     continue
                 # Counted per callback, so that stats() in a callback adds up: fired is the
                 # histogram's count.
@@ -340,16 +405,9 @@ class TimerCore:
                     self._wheel.add_entry(handle)
             raise
         finally:
-            self._fired += index + 1 - skipped
             self._batch = None
 
-    def _report(
-        self,
-        callback: object,
-        args: tuple[Any, ...],
-        exc: BaseException,
-        handle: TimerHandle | None = None,
-        message: str | None = None,
-    ) -> None:
-        """Where the error of ``callback(*args)`` goes: implemented by the Timer."""
-        raise NotImplementedError
+
+def _not_started(*args: object) -> NoReturn:
+    """``arm`` and ``report`` before :meth:`TimerCore.start` (never called: nothing is filed)."""
+    raise RuntimeError(NOT_RUNNING)

@@ -58,10 +58,11 @@ How it stays cheap -- lazy re-filing, grouped by tick:
   has no entry yet can be refused, at its ``touch``.
 * ``discard`` marks the key untracked and leaves its filing in place: the dict entry goes when
   that filing comes due (at most ``timeout`` plus a tick later), or is reused by a new touch.
-* The state and the hot path live in the idle core, ``IdleTimeouts``' base class: pure Python
+* The state and the hot path live in the idle core, which ``IdleTimeouts`` holds: pure Python
   in :mod:`aiowheel._idlecore` (the specification), compiled in the wheel's extension when it
-  is built (:mod:`aiowheel._impl` chooses, as for the Timer core). The compiled ``touch`` runs
-  no Python frame; both twins pass the same tests.
+  is built; an ``IdleTimeouts`` runs the twin its Timer runs (``timer.core``). Its ``touch``,
+  ``discard`` and ``deadline`` are the core's own methods, bound on the ``IdleTimeouts``: the
+  compiled ``touch`` runs no Python frame. Both twins pass the same tests.
 * ``touch`` reads the Timer's clock (``timer.time()``) every time, never a time cached for the
   loop's pass. The rule and the driver use that clock; a touch dated by an older reading would
   let its key expire before ``timeout`` had passed since the touch (in the clock everyone else
@@ -82,20 +83,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from types import TracebackType
-from typing import TYPE_CHECKING, Generic, SupportsFloat, TypeVar
+from typing import Generic, SupportsFloat, TypeVar
 
+from aiowheel import _impl
 from aiowheel._checks import check_length, check_ticks
-from aiowheel._impl import IdleCore, TimerCore
-
-if TYPE_CHECKING:
-    from aiowheel.timer import Timer
+from aiowheel.timer import Timer
 
 __all__ = ["IdleTimeouts"]
 
 K = TypeVar("K", bound=Hashable)
 
 
-class IdleTimeouts(IdleCore[K], Generic[K]):
+class IdleTimeouts(Generic[K]):
     """Call ``on_expire(key)`` once ``key`` has not been touched for ``timeout`` seconds.
 
     >>> async with Timer(tick=0.01) as timer:                       # doctest: +SKIP
@@ -118,22 +117,76 @@ class IdleTimeouts(IdleCore[K], Generic[K]):
     key at a million keys, against about 265 for an asyncio ``loop.call_later`` handle.
     """
 
-    __slots__ = ()
-
     def __init__(
         self, timer: Timer, timeout: SupportsFloat, on_expire: Callable[[K], object]
     ) -> None:
-        if not isinstance(timer, TimerCore):
+        if not isinstance(timer, Timer):
             raise TypeError(f"timer must be an aiowheel.Timer, got {timer!r}")
         seconds = check_ticks(check_length(timeout, "timeout"), "timeout", timer.tick)
         if not callable(on_expire):
             raise TypeError(f"on_expire must be callable, got {on_expire!r}")
-        super().__init__(timer, seconds, on_expire)
+        core = _impl.impl_named(timer.core).idle.IdleCore(timer, seconds, on_expire)
+        self._core = core
+        self._timer = timer
+        # The hot path without a frame of this class's: the core's methods, bound on the
+        # instance, stand in for the documented ones below.
+        vars(self).update(touch=core.touch, discard=core.discard, deadline=core.deadline)
+
+    def touch(self, key: K) -> None:
+        """Start tracking ``key``, or start a new idle period for it: it now expires at
+        ``E(timer.time())`` unless touched or discarded before. O(1), no wheel operation.
+
+        If the key's previous period had already ended (``timer.time() >= E``), it expires
+        first: ``on_expire(key)`` is called for that period before the new one starts. Raises
+        RuntimeError before the Timer has started and once this object is closed. (Close it
+        before the Timer: once the Timer has closed, nothing expires any more.) Raises
+        :class:`~aiowheel.PendingLimitError` for a key not tracked yet whose deadline tick has
+        no wheel entry yet, if the Timer is at ``max_pending``: the key is then not tracked.
+        A key already tracked is never refused, nor is its re-filing in the driver. An
+        unhashable key raises TypeError, and an error of the key's ``__hash__`` or ``__eq__``
+        propagates, as from a dict; the key is then not tracked (or its period is unchanged).
+        """
+        self._core.touch(key)
+
+    def discard(self, key: K) -> bool:
+        """Stop tracking ``key``; return whether it was tracked. O(1).
+
+        A key whose period had already ended (``timer.time() >= E``) expires instead:
+        ``on_expire(key)`` is called for that period and the result is False.
+        """
+        return bool(self._core.discard(key))
+
+    def __contains__(self, key: object) -> bool:
+        """True while ``key`` is tracked (until its expiry is processed or it is discarded)."""
+        return key in self._core
+
+    def __len__(self) -> int:
+        """Number of tracked keys."""
+        return len(self._core)
+
+    def deadline(self, key: K) -> float | None:
+        """When ``key`` expires (``E`` of its current period), or None if it is not tracked."""
+        return self._core.deadline(key)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Stop tracking every key without expiring any, and take the wheel entries off the
+        Timer. Afterwards ``touch`` raises RuntimeError. Idempotent."""
+        self._core.close()
+
+    @property
+    def timeout(self) -> float:
+        """Seconds of silence after which a key expires."""
+        return self._core.timeout  # type: ignore[no-any-return]
+
+    @property
+    def closed(self) -> bool:
+        """True once ``close()`` was called."""
+        return bool(self._core.closed)
 
     @property
     def timer(self) -> Timer:
         """The Timer whose clock and tick define the deadlines."""
-        return self._timer  # type: ignore[return-value]
+        return self._timer
 
     def __enter__(self) -> IdleTimeouts[K]:
         return self
@@ -147,5 +200,6 @@ class IdleTimeouts(IdleCore[K], Generic[K]):
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else f"tracked={self._len}"
-        return f"<IdleTimeouts timeout={self._timeout!r} {state}>"
+        core = self._core
+        state = "closed" if core.closed else f"tracked={len(core)}"
+        return f"<IdleTimeouts timeout={core.timeout!r} {state}>"

@@ -44,22 +44,22 @@ block runs (``aclose()`` from anywhere), its deadline no longer applies and the 
 Not thread-safe.
 
 This module is part of the Timer layer: :class:`aiowheel.Timer` imports it for its ``timeout*`` and
-``move_on*`` methods, and it does not import the Timer back -- it needs only the few methods of
-:class:`TimerLike`.
+``move_on*`` methods, and it does not import the Timer back -- it needs only the host interface,
+:class:`aiowheel.timer.TimerHost`, which the Timer implements.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING, Protocol, SupportsFloat, final
+from typing import TYPE_CHECKING, SupportsFloat, final
 
 from aiowheel._checks import check_deadline, check_ticks
 
 if TYPE_CHECKING:
     from aiowheel._backends import CancelScope
+    from aiowheel._host import FiledHandle, TimerHost
 
-__all__ = ["FiledDeadline", "Timeout", "TimerLike"]
+__all__ = ["Timeout"]
 
 # The states of asyncio.timeouts.Timeout, with its names.
 _CREATED = "created"
@@ -67,38 +67,6 @@ _ENTERED = "active"
 _EXPIRING = "expiring"
 _EXPIRED = "expired"
 _EXITED = "finished"
-
-
-class FiledDeadline(Protocol):
-    """What a :class:`Timeout` needs of the handle its Timer's ``call_at`` returns
-    (:class:`aiowheel.TimerHandle` is one)."""
-
-    def when(self) -> float:
-        """The deadline the entry is filed for."""
-
-    def cancel(self) -> object:
-        """Take the entry off the wheel; a no-op if it already fired or was cancelled."""
-
-
-class TimerLike(Protocol):
-    """What a :class:`Timeout` needs of its :class:`aiowheel.Timer`."""
-
-    @property
-    def tick(self) -> float:
-        """The wheel's tick: a deadline must lie within ``2**52`` ticks of zero."""
-
-    def time(self) -> float:
-        """The Timer's clock."""
-
-    def call_at(self, when: float, callback: Callable[[], object], /) -> FiledDeadline:
-        """File ``callback`` on the wheel for ``when``."""
-
-    def _refile_at(self, when: float, callback: Callable[[], object], /) -> FiledDeadline:
-        """Like ``call_at``, to re-file the Timeout's own entry: never refused by
-        ``max_pending``."""
-
-    def _open_cancel_scope(self) -> CancelScope:
-        """Enter a cancel scope in the calling task."""
 
 
 def _checked(when: SupportsFloat, tick: float) -> float:
@@ -131,9 +99,9 @@ class Timeout:
     # The deadline, checked: an int or a float within the wheel's reach; None for none.
     _when: float | None
     # The wheel entry, filed at or before _when (never after); None if none is filed.
-    _handle: FiledDeadline | None
+    _handle: FiledHandle | None
 
-    def __init__(self, timer: TimerLike, when: SupportsFloat | None, *, fail: bool) -> None:
+    def __init__(self, timer: TimerHost, when: SupportsFloat | None, *, fail: bool) -> None:
         self._timer = timer
         self._when = None if when is None else _checked(when, timer.tick)
         self._fail = fail
@@ -176,7 +144,7 @@ class Timeout:
         elif handle.when() > deadline:
             # Filed too late: replaced, which is the Timeout's own bookkeeping (never refused).
             handle.cancel()
-            self._handle = timer._refile_at(deadline, self._on_deadline)
+            self._handle = timer.refile_at(deadline, self._on_deadline)
         # Otherwise the entry is filed at or before `when`: it re-files itself when it fires.
         self._when = deadline
 
@@ -197,7 +165,7 @@ class Timeout:
     async def __aenter__(self) -> Timeout:
         if self._state is not _CREATED:
             raise RuntimeError("Timeout has already been entered")
-        self._scope = self._timer._open_cancel_scope()
+        self._scope = self._timer.open_cancel_scope()
         self._state = _ENTERED
         try:
             self.reschedule(self._when)
@@ -236,7 +204,7 @@ class Timeout:
         if when <= timer.time():
             self._expire()
         else:  # the deadline moved later: re-file, which max_pending never refuses
-            self._handle = timer._refile_at(when, self._on_deadline)
+            self._handle = timer.refile_at(when, self._on_deadline)
 
     def _expire(self) -> None:
         handle = self._handle

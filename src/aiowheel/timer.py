@@ -1,11 +1,14 @@
 """The Timer: one hierarchical wheel bound to a running event loop.
 
 This module owns the single driver coroutine, the jobs (:class:`Job`), the Timer's lifecycle and
-its statistics. Its base class, ``TimerCore``, owns the hot path -- ``call_later``/``call_at``,
-the handles they return (:class:`TimerHandle`), cancellation and the dispatch of a due batch --
-in :mod:`aiowheel._timercore`, with a compiled twin chosen by :mod:`aiowheel._impl`. What
-differs between event loops (reading the clock, sleeping, spawning a task, reporting an error)
-lives in :mod:`aiowheel._backends`, one small adapter per loop.
+its statistics. The hot path -- ``call_later``/``call_at``, the handles they return
+(:class:`TimerHandle`), cancellation and the dispatch of a due batch -- is the Timer's core, which
+the Timer holds (one per Timer) and drives through the core's public methods: pure Python in
+:mod:`aiowheel._timercore`, with a compiled twin; :mod:`aiowheel._impl` declares both, and a
+Timer runs the selected one unless told otherwise (``core=``). What differs between event loops
+(reading the clock, sleeping, spawning a task, reporting an error) lives in
+:mod:`aiowheel._backends`, one small adapter per loop. The features built on the Timer (idle
+expiry, timeouts) use it through :class:`TimerHost`, the few public methods listed there.
 
 How the driver works: it sleeps until the wheel's earliest non-empty bucket expires, advances the
 wheel to the loop's current time, runs what is due in (deadline, scheduling order), and sleeps
@@ -63,20 +66,49 @@ from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, SupportsFloat, SupportsIndex, TypeVar, final
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Generic,
+    Literal,
+    NoReturn,
+    SupportsFloat,
+    SupportsIndex,
+    TypeVar,
+    final,
+)
 
 import anyio
 
-from aiowheel._backends import Backend, Cancellable, current_backend
-from aiowheel._checks import check_count, check_deadline, deadline_after
-from aiowheel._impl import HierarchicalWheel, TimerCore, TimerHandle
+from aiowheel import _impl
+from aiowheel._backends import Backend, Cancellable, CancelScope, current_backend
+from aiowheel._checks import (
+    CLOSED,
+    NOT_RUNNING,
+    check_count,
+    check_deadline,
+    deadline_after,
+    not_copyable,
+    not_running,
+)
+from aiowheel._host import FiledHandle, TimerHost
+from aiowheel._impl import TimerHandle
 from aiowheel._lateness import LATENESS_BOUNDS
 from aiowheel.timeouts import Timeout
 
 if TYPE_CHECKING:
-    from aiowheel._backends import CancelScope
+    from aiowheel._impl import TimerCore
 
-__all__ = ["Job", "LatenessHistogram", "Timer", "TimerHandle", "TimerStats"]
+__all__ = [
+    "CancelScope",
+    "FiledHandle",
+    "Job",
+    "LatenessHistogram",
+    "Timer",
+    "TimerHandle",
+    "TimerHost",
+    "TimerStats",
+]
 
 T = TypeVar("T")
 
@@ -183,7 +215,7 @@ _PENDING, _RUNNING, _FINISHED, _CANCELLED = range(4)
 
 
 @final
-class Job(TimerHandle, Generic[T]):
+class Job(Generic[T]):
     """A function scheduled with ``Timer.schedule``; await it for the function's result.
 
     ``fn`` may be a plain function (called in the driver's pass) or a coroutine function (its
@@ -194,11 +226,25 @@ class Job(TimerHandle, Generic[T]):
     job, as awaiting an asyncio future does. Like a TimerHandle, it cannot be copied or pickled.
     """
 
-    __slots__ = ("_done", "_fn", "_fn_args", "_outcome", "_owner", "_retrieved", "_state", "_task")
+    __slots__ = (
+        "_cancelled",
+        "_done",
+        "_fn",
+        "_fn_args",
+        "_handle",
+        "_outcome",
+        "_owner",
+        "_retrieved",
+        "_state",
+        "_task",
+    )
 
     _fn: Callable[..., Any]
     _fn_args: tuple[Any, ...]
-    # The Timer, kept after the job fired (unlike TimerHandle._timer) to spawn and report.
+    # The wheel entry that starts the job, filed by the Timer's call_at (its callback is
+    # _start); spent once the job started or was cancelled.
+    _handle: TimerHandle
+    # The Timer, to spawn and report.
     _owner: Timer
     # _PENDING in the wheel, _RUNNING as a task, then _FINISHED or _CANCELLED.
     _state: int
@@ -207,11 +253,12 @@ class Job(TimerHandle, Generic[T]):
     # Set when the job is done; created by the first awaiter.
     _done: anyio.Event | None
     _task: Cancellable | None
+    # What cancelled() answers: cancel() was called before the job finished, and took.
+    _cancelled: bool
     # Whether result() was called: an exception nobody retrieved is reported when the job dies.
     _retrieved: bool
 
     def __init__(self, when: float, fn: Callable[..., Any], args: tuple[Any, ...], timer: Timer):
-        super().__init__(when, self._start, (), timer, None)
         self._fn = fn
         self._fn_args = args
         self._owner = timer
@@ -219,10 +266,12 @@ class Job(TimerHandle, Generic[T]):
         self._outcome = None
         self._done = None
         self._task = None
+        self._cancelled = False
         self._retrieved = False
+        # Last: new work, which max_pending may refuse (the job is then dropped unseen).
+        self._handle = timer.call_at(when, self._start)
 
     def _start(self) -> None:
-        self.payload = None  # this bound method: break the cycle job -> payload -> job
         # Running from here on: a plain fn that cancels its own job cannot undo its call.
         self._state = _RUNNING
         try:
@@ -264,15 +313,24 @@ class Job(TimerHandle, Generic[T]):
         if self._done is not None:
             self._done.set()
 
+    def when(self) -> float:
+        """The time (in the loop's clock) the job is scheduled to start at."""
+        return self._handle.when()
+
     def cancel(self) -> None:
         """Cancel the job: remove it from the wheel if pending, cancel its task if running.
         Does nothing once the job is done."""
         if self._state == _PENDING:
-            super().cancel()
+            self._handle.cancel()
             self._finish(_CANCELLED, None)
         elif self._state == _RUNNING and self._task is not None:
             self._cancelled = True
             self._task.cancel()
+
+    def cancelled(self) -> bool:
+        """True if the job was cancelled: before it started, or as a running task (unless
+        the coroutine swallowed the cancellation and returned)."""
+        return self._cancelled
 
     def done(self) -> bool:
         """True once the job finished, failed or was cancelled."""
@@ -304,6 +362,11 @@ class Job(TimerHandle, Generic[T]):
                 raise
         return self.result()
 
+    def __reduce_ex__(self, protocol: SupportsIndex, /) -> NoReturn:
+        """Refused: ``copy.copy``, ``copy.deepcopy`` and ``pickle`` raise TypeError, as for a
+        TimerHandle."""
+        raise not_copyable(type(self).__name__)
+
     def __del__(self) -> None:
         # As asyncio does for a task: a failure nobody looked at must not vanish silently.
         if self._state == _FINISHED and not self._retrieved:
@@ -315,14 +378,18 @@ class Job(TimerHandle, Generic[T]):
 
     def __repr__(self) -> str:
         state = ("pending", "running", "finished", "cancelled")[self._state]
-        return f"<Job when={self.deadline!r} {state} {self._fn!r}>"
+        return f"<Job when={self.when()!r} {state} {self._fn!r}>"
+
+
+# What a Job's wheel entry calls: how aclose() tells the callbacks of jobs from the others.
+_START_JOB = Job._start
 
 
 def _nothing(*args: Any) -> None:
     return None
 
 
-class Timer(TimerCore):
+class Timer:
     """A hierarchical timing wheel driven on the running event loop.
 
     Use it as ``async with aiowheel.Timer() as timer:``; leaving the block (or ``aclose()``)
@@ -341,6 +408,13 @@ class Timer(TimerCore):
         exception_handler: called with asyncio's context dict (``message``, ``exception``,
             ``handle``) when a callback raises. Default: ``loop.call_exception_handler`` on
             asyncio, the ``aiowheel`` logger on trio.
+        core: which twin of the core runs the wheel and the dispatch, ``"compiled"`` or
+            ``"pure"``; None (the default): :data:`aiowheel.CORE`, the compiled one if it was
+            built. Both behave the same; a test may run on each. ``"compiled"`` raises
+            RuntimeError when it is not built (or ``AIOWHEEL_NO_EXTENSIONS`` is set).
+
+    A Timer is the :class:`~aiowheel.timer.TimerHost` of the features built on it (idle expiry,
+    timeouts): the methods they use are public and listed there.
     """
 
     _backend: Backend
@@ -352,31 +426,45 @@ class Timer(TimerCore):
         *,
         max_pending: SupportsIndex | None = None,
         exception_handler: Callable[[dict[str, Any]], object] | None = None,
+        core: Literal["compiled", "pure"] | None = None,
     ) -> None:
         limit = None
         if max_pending is not None:
             limit = check_count(max_pending, "max_pending", 1, optional=True)
-        super().__init__(tick, wheel_size, limit)
+        impl = _impl.impl_named(core)
+        timer_core: TimerCore = impl.timer.TimerCore(tick, wheel_size, limit)
+        self._impl = impl
+        self._core = timer_core
+        self._max_pending = limit
         # As the wheel checked and converted them.
-        self.tick: float = self._wheel.tick
-        self.wheel_size: int = self._wheel.wheel_size
+        self.tick: float = timer_core.tick
+        self.wheel_size: int = timer_core.wheel_size
         self.exception_handler = exception_handler
         self._wakeups = 0
         # True once entered: _backend is set and aclose() must stop it.
         self._entered = False
+        # The hot path without a frame of the Timer's: the core's methods (C methods on the
+        # compiled twin), bound on the instance, stand in for the class's documented ones;
+        # `time` is the loop's clock itself once the Timer starts.
+        vars(self).update(
+            call_later=timer_core.call_later,
+            call_at=timer_core.call_at,
+            refile_at=timer_core.refile_at,
+            time=not_running,
+        )
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def __aenter__(self) -> Timer:
-        if self._closed:
+        core = self._core
+        if core.closed:
             raise RuntimeError("Timer is closed; create a new one")
-        if self._running:
+        if core.running:
             raise RuntimeError("Timer is already running")
         backend = current_backend()
         self._backend = backend
-        self._time = backend.time
-        self._wheel = HierarchicalWheel(self.tick, self.wheel_size, start=backend.time())
-        self._running = True
+        core.start(backend.time, backend.arm, self._report)
+        vars(self)["time"] = backend.time
         self._entered = True
         await backend.start(self._drive, self._pass)
         return self
@@ -399,13 +487,9 @@ class Timer(TimerCore):
         leaving it exits the Timer's nursery. Called in the middle of the driver's pass (from a
         task started eagerly), it cancels the rest of that pass's batch with the pending timers.
         """
-        if not self._closed:
-            self._closed = True
-            if self._running:
-                self._running = False
-                for handle in self._cancel_all():
-                    if isinstance(handle, Job):
-                        handle._finish(_CANCELLED, None)
+        for callback in self._core.close():
+            if getattr(callback, "__func__", None) is _START_JOB:
+                callback.__self__._finish(_CANCELLED, None)  # type: ignore[attr-defined]
         if self._entered:
             # Every call, not only the first: on trio only the entering task can exit the
             # nursery, after a close from another task.
@@ -419,13 +503,55 @@ class Timer(TimerCore):
     @property
     def closed(self) -> bool:
         """True once the Timer was closed."""
-        return self._closed
+        return bool(self._core.closed)
+
+    @property
+    def core(self) -> Literal["compiled", "pure"]:
+        """Which twin of the core this Timer runs: ``"compiled"`` or ``"pure"``."""
+        return self._impl.name
+
+    def _check_running(self) -> NoReturn:
+        raise RuntimeError(CLOSED if self._core.closed else NOT_RUNNING)
 
     # -- scheduling ---------------------------------------------------------------------------
 
     def time(self) -> float:
-        """The Timer's clock: the running loop's time."""
-        return self._time()
+        """The Timer's clock: the running loop's time. RuntimeError before the Timer starts."""
+        return self._core.time()
+
+    def call_later(
+        self,
+        delay: SupportsFloat,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> TimerHandle:
+        """Run ``callback(*args)`` in ``delay`` seconds; like ``loop.call_later``.
+
+        ``delay`` is any real number: an int or a float is added to the clock as asyncio does,
+        another number (a Fraction, a Decimal, a numpy scalar) exactly, the sum rounded up to a
+        float, so the callback never runs before ``now + delay``. A negative delay is due at
+        once (it still runs in a later pass of the driver, never inline). The callback runs in
+        ``context`` (default: a copy of the current context). Raises TypeError for a
+        non-number, a non-callable or a coroutine function, ValueError for NaN or infinity or a
+        deadline beyond the wheel's range, RuntimeError if the Timer is not running,
+        PendingLimitError beyond ``max_pending``.
+        """
+        return self._core.call_later(delay, callback, *args, context=context)
+
+    def call_at(
+        self,
+        when: SupportsFloat,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> TimerHandle:
+        """Run ``callback(*args)`` at loop time ``when``; like ``loop.call_at``.
+
+        ``when`` is any real number; one that is not an int or a float is rounded up to a float
+        (``handle.when()``). Checks and errors as for :meth:`call_later`.
+        """
+        return self._core.call_at(when, callback, *args, context=context)
 
     def schedule(self, delay: SupportsFloat, fn: Callable[..., Any], *args: Any) -> Job[Any]:
         """Run ``fn(*args)`` in ``delay`` seconds and return a :class:`Job` to await its result.
@@ -434,28 +560,28 @@ class Timer(TimerCore):
         ``result = await timer.schedule(5, fetch)`` waits five seconds, then returns fetch's
         result. ``delay`` is any real number, as for :meth:`call_later`.
         """
-        if not self._running:
+        if not self._core.running:
             self._check_running()
-        when = deadline_after(self._time(), delay)
+        when = deadline_after(self.time(), delay)
         if not callable(fn):
             raise TypeError(f"a callable object was expected by schedule(), got {fn!r}")
-        return self._add(Job(when, fn, args, self))
+        return Job(when, fn, args, self)
 
     def schedule_at(self, when: SupportsFloat, fn: Callable[..., Any], *args: Any) -> Job[Any]:
         """Like :meth:`schedule` with an absolute loop time (any real number, as for
         :meth:`call_at`)."""
-        if not self._running:
+        if not self._core.running:
             self._check_running()
         deadline = check_deadline(when, "when")
         if not callable(fn):
             raise TypeError(f"a callable object was expected by schedule_at(), got {fn!r}")
-        return self._add(Job(deadline, fn, args, self))
+        return Job(deadline, fn, args, self)
 
     async def sleep(self, delay: SupportsFloat) -> None:
         """Sleep ``delay`` seconds on the wheel (never less; at most one tick more)."""
-        if not self._running:
+        if not self._core.running:
             self._check_running()
-        await self.sleep_until(deadline_after(self._time(), delay))
+        await self.sleep_until(deadline_after(self.time(), delay))
 
     async def sleep_until(self, when: SupportsFloat) -> None:
         """Sleep until loop time ``when`` on the wheel. A time in the past still yields once.
@@ -464,9 +590,13 @@ class Timer(TimerCore):
         (``asyncio.CancelledError``, or :class:`~aiowheel.JobCancelled` on trio).
         """
         deadline = check_deadline(when, "when")
-        if not self._running:
+        if not self._core.running:
             self._check_running()
         await self.schedule_at(deadline, _nothing)
+
+    def __len__(self) -> int:
+        """Timers and jobs pending in the wheel."""
+        return len(self._core)
 
     # -- timeouts -----------------------------------------------------------------------------
     # Entry points to aiowheel.timeouts (part of this layer; it does not import this module),
@@ -495,9 +625,59 @@ class Timer(TimerCore):
     def _time_after(self, delay: SupportsFloat | None) -> float | None:
         if delay is None:
             return None
-        if not self._running:
+        if not self._core.running:
             self._check_running()
-        return deadline_after(self._time(), delay)
+        return deadline_after(self.time(), delay)
+
+    # -- for the features built on the Timer: the TimerHost interface -------------------------
+
+    def refile_at(
+        self,
+        when: SupportsFloat,
+        callback: Callable[..., object],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> TimerHandle:
+        """``call_at`` for a feature's own bookkeeping, which ``max_pending`` never refuses.
+
+        For filing again work the Timer already accepted, when the entry standing for it fires
+        early: an idle key touched since its entry was filed, a Timeout whose deadline moved
+        later (:mod:`aiowheel.idle`, :mod:`aiowheel.timeouts`). The limit refuses new work at
+        the call that asks for it; refused here, inside the driver's pass, the work would be
+        lost. Checks and errors as for :meth:`call_at`, without PendingLimitError.
+        """
+        return self._core.refile_at(when, callback, *args, context=context)
+
+    def run_now(self, callback: Callable[..., object], args: tuple[Any, ...]) -> None:
+        """Call ``callback(*args)`` now, as the driver calls a due callback: its error is
+        reported like a timer callback's, never raised. If it returns a coroutine (it is a
+        coroutine function), the coroutine runs as a task the Timer owns, cancelled when the
+        Timer closes, and its error is reported the same way -- any BaseException but an
+        interrupt (KeyboardInterrupt, SystemExit, which propagate) and the task's cancellation.
+        RuntimeError for a coroutine once the Timer is closed (it is closed unawaited).
+        """
+        try:
+            result = callback(*args)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:  # as asyncio's Handle._run
+            self._report(callback, args, exc)
+            return
+        if inspect.iscoroutine(result):
+            if not self._core.running:
+                result.close()
+                self._check_running()
+            self._backend.spawn(
+                partial(self._await_reporting, result, callback, args),
+                contextvars.copy_context(),
+            )
+
+    def open_cancel_scope(self) -> CancelScope:
+        """Enter a cancel scope in the calling task: what a timeout cancels (see
+        :mod:`aiowheel.timeouts`). RuntimeError if the Timer is not running or outside a task."""
+        if not self._core.running:
+            self._check_running()
+        return self._backend.open_cancel_scope()
 
     # -- the driver ---------------------------------------------------------------------------
 
@@ -512,39 +692,32 @@ class Timer(TimerCore):
     def _pass(self) -> None:
         """One wake of the driver: advance the wheel, run what is due, re-arm."""
         self._wakeups += 1
-        self._armed_at = -math.inf
+        core = self._core
         try:
-            self._run_due()
+            core.run_due()
         except (SystemExit, KeyboardInterrupt) as exc:
             # From a callback; the rest of its batch is back in the wheel, due at once. It
             # leaves the event loop as a loop callback's would, and the driver lives on,
-            # re-armed as the interrupt leaves: a driver that died here would leave the
-            # Timer accepting timers it never runs.
-            self._backend.interrupt(exc, self._rearm)
+            # re-armed as the interrupt leaves (until then the core counts as dispatching, so
+            # nothing scheduled meanwhile arms it: the remainder of the batch cannot run before
+            # the interrupt has left). A driver that died here would leave the Timer accepting
+            # timers it never runs.
+            self._backend.interrupt(exc, core.rearm)
         except BaseException:
             # Not a callback's error (those are reported, never raised): the clock's, say. The
             # rest of the batch is back in the wheel; re-arm so the Timer carries on, and let
             # the error reach the loop's exception handler (trio: end the driver's nursery).
-            self._rearm()
+            core.rearm()
             raise
         else:
-            self._rearm()
-
-    def _rearm(self) -> None:
-        # Until now _armed_at stayed -inf ("dispatching"), so nothing scheduled meanwhile armed
-        # the driver (after an interrupt: the remainder of the batch cannot run before the
-        # interrupt has left).
-        if self._running:
-            next_deadline = self._wheel.next_deadline()
-            self._armed_at = math.inf if next_deadline is None else next_deadline
-            self._backend.arm(next_deadline)
+            core.rearm()
 
     def _report(
         self,
         callback: object,
         args: tuple[Any, ...],
         exc: BaseException,
-        handle: TimerHandle | None = None,
+        handle: TimerHandle | Job[Any] | None = None,
         message: str | None = None,
     ) -> None:
         """Send the error of ``callback(*args)`` to the exception_handler or the backend, in
@@ -567,37 +740,6 @@ class Timer(TimerCore):
         except Exception:
             logger.exception("Exception in aiowheel exception_handler")
 
-    # -- hooks for the feature layers (aiowheel.idle, aiowheel.timeouts) ----------------------
-
-    def _open_cancel_scope(self) -> CancelScope:
-        """Enter a cancel scope in the calling task (``Backend.open_cancel_scope``)."""
-        if not self._running:
-            self._check_running()
-        return self._backend.open_cancel_scope()
-
-    def _run_now(self, callback: Callable[..., object], args: tuple[Any, ...]) -> None:
-        """Call ``callback(*args)`` now, as the driver calls a due callback: its error is
-        reported like a timer callback's, never raised. If it returns a coroutine (it is a
-        coroutine function), the coroutine runs as a task the Timer owns, cancelled when the
-        Timer closes, and its error is reported the same way -- any BaseException but an
-        interrupt (KeyboardInterrupt, SystemExit, which propagate) and the task's cancellation.
-        """
-        try:
-            result = callback(*args)
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:  # as asyncio's Handle._run
-            self._report(callback, args, exc)
-            return
-        if inspect.iscoroutine(result):
-            if not self._running:
-                result.close()
-                self._check_running()
-            self._backend.spawn(
-                partial(self._await_reporting, result, callback, args),
-                contextvars.copy_context(),
-            )
-
     async def _await_reporting(
         self, coro: Coroutine[Any, Any, object], callback: object, args: tuple[Any, ...]
     ) -> None:
@@ -618,24 +760,26 @@ class Timer(TimerCore):
         Cheap enough for a dashboard's scrape: O(levels * wheel_size) for ``pending_per_level``
         (a few hundred list lengths on the default wheel); counting goes on in every pass.
         """
-        counts = self._lateness_counts()
+        started, lateness_sum, max_lateness, cancelled = self._core.counters()
+        pending_per_level = self._core.pending_per_level()
         return TimerStats(
-            pending=len(self._wheel),
-            fired=sum(counts),  # equal to _fired after each pass; per callback within one
-            cancelled=self._cancelled_count,
-            early=self._early,
-            max_lateness=self._max_lateness,
+            pending=len(self._core),
+            fired=sum(started),  # per callback, also within a pass
+            cancelled=cancelled,
+            early=0,
+            max_lateness=max_lateness,
             driver_wakeups=self._wakeups,
-            levels=self._wheel.levels,
+            levels=len(pending_per_level),
             lateness=LatenessHistogram(
-                tuple(zip((*LATENESS_BOUNDS, math.inf), counts, strict=True)),
-                float(self._lateness_sum),
+                tuple(zip((*LATENESS_BOUNDS, math.inf), started, strict=True)),
+                float(lateness_sum),
             ),
-            pending_per_level=self._wheel.pending_per_level(),
+            pending_per_level=pending_per_level,
         )
 
     def __repr__(self) -> str:
-        state = "closed" if self._closed else "running" if self._running else "idle"
+        core = self._core
+        state = "closed" if core.closed else "running" if core.running else "idle"
         return (
             f"<Timer tick={self.tick!r} wheel_size={self.wheel_size} {state} pending={len(self)}>"
         )
