@@ -148,16 +148,16 @@ def instructions(core: str, workload: str, n: int) -> int:
     return int(match.group(1))
 
 
-def callgrind_report(n: int, workloads: list[str]) -> None:
+def callgrind_report(n: int, workloads: list[str], cores: list[str]) -> None:
     """Instructions per operation, by the n / 2n difference, per workload and core."""
     print(f"instructions per operation (callgrind, n = {n:,} and {2 * n:,})")
-    header = f"{'workload':<10}" + "".join(f"{core:>12}" for core in CORES)
+    header = f"{'workload':<10}" + "".join(f"{core:>12}" for core in cores)
     print(header)
     print("-" * len(header))
     for workload in workloads:
         cells = [
             (instructions(core, workload, 2 * n) - instructions(core, workload, n)) / n
-            for core in CORES
+            for core in cores
         ]
         print(f"{workload:<10}" + "".join(f"{cell:>12,.0f}" for cell in cells))
 
@@ -180,13 +180,16 @@ def main(argv: list[str] | None = None) -> int:
         default=list(WORKLOADS),
         help="callgrind workloads (all)",
     )
+    parser.add_argument(
+        "--cores", nargs="+", choices=CORES, default=list(CORES), help="callgrind cores (both)"
+    )
     parser.add_argument("--child", choices=WORKLOADS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
         run_child(args.child, args.n[0])
         return 0
     if args.callgrind:
-        callgrind_report(args.n[0] if args.n else 20_000, args.workloads)
+        callgrind_report(args.n[0] if args.n else 20_000, args.workloads, args.cores)
         return 0
     forwarded = ["--scenarios", "lifecycle", "--rounds", str(args.rounds), "--seed", str(args.seed)]
     if args.quick:
