@@ -151,7 +151,7 @@ def test_an_empty_pass_still_counts_as_dispatching(impl: Impl) -> None:
     assert driver.armed == [1.0]
 
 
-def test_close_cancels_what_is_pending_and_returns_the_callbacks_in_deadline_order(
+def test_close_cancels_what_is_pending_and_returns_callbacks_and_args_in_deadline_order(
     impl: Impl,
 ) -> None:
     clock = HandClock(0.0)
@@ -163,9 +163,9 @@ def test_close_cancels_what_is_pending_and_returns_the_callbacks_in_deadline_ord
     def second() -> None:
         pass
 
-    handles = [core.call_at(3.0, second), core.call_at(1.0, first), core.call_later(9, _noop)]
+    handles = [core.call_at(3.0, second, "b"), core.call_at(1.0, first), core.call_later(9, _noop)]
     handles[2].cancel()
-    assert core.close() == [first, second]
+    assert core.close() == [(first, ()), (second, ("b",))]
     assert all(handle.cancelled() for handle in handles)
     assert (core.running, core.closed, len(core)) == (False, True, 0)
     assert core.counters()[3] == 3  # cancelled before they ran

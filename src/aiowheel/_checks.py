@@ -259,8 +259,10 @@ COROUTINE_FLAGS = inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE
 def check_callback(callback: object, method: str) -> None:
     """The checks and messages of asyncio's ``BaseEventLoop._check_callback``, made always, not
     only in debug mode: TypeError for a coroutine, a coroutine function or a non-callable."""
-    if type(callback) is FunctionType:  # the common case: no coroutine, surely callable
-        if callback.__code__.co_flags & COROUTINE_FLAGS:
+    # The common cases, a plain function or a method of one: no coroutine, surely callable.
+    function = callback.__func__ if type(callback) is MethodType else callback
+    if type(function) is FunctionType:
+        if function.__code__.co_flags & COROUTINE_FLAGS:
             raise TypeError(f"coroutines cannot be used with {method}()")
         return
     if inspect.iscoroutine(callback) or _is_coroutine_function(callback):

@@ -141,11 +141,14 @@ class TimerCore:
         # Validates tick and wheel_size now: a bad argument is a bug at the call site. Replaced
         # by a wheel starting at the loop's time by start().
         self._wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)
-        self._time: Callable[[], float] = not_running
+        # Public attributes, read-only by contract (the compiled twin enforces it): the clock
+        # start() gave (until then a function raising RuntimeError); True from start() to
+        # close(); True once close() was called.
+        self.time: Callable[[], float] = not_running
+        self.running = False
+        self.closed = False
         self._arm: Callable[[float | None], object] = _not_started
         self._report: Callable[..., object] = _not_started
-        self._running = False
-        self._closed = False
         # When the driver is armed to wake; -inf while it is dispatching (run_due until rearm).
         self._armed_at = math.inf
         self._cancelled_count = 0
@@ -169,21 +172,6 @@ class TimerCore:
         """Slots per wheel level."""
         return self._wheel.wheel_size
 
-    @property
-    def time(self) -> Callable[[], float]:
-        """The clock :meth:`start` gave; until then a function raising RuntimeError."""
-        return self._time
-
-    @property
-    def running(self) -> bool:
-        """True from :meth:`start` to :meth:`close`."""
-        return self._running
-
-    @property
-    def closed(self) -> bool:
-        """True once :meth:`close` was called."""
-        return self._closed
-
     def start(
         self,
         clock: Callable[[], float],
@@ -194,10 +182,10 @@ class TimerCore:
         ``arm(when)`` wakes the driver at ``when`` (None: never), ``report(callback, args,
         exc, handle)`` takes a callback's error. Once, before anything is scheduled."""
         self._wheel = HierarchicalWheel(self._wheel.tick, self._wheel.wheel_size, start=clock())
-        self._time = clock
+        self.time = clock
         self._arm = arm
         self._report = report
-        self._running = True
+        self.running = True
 
     def call_later(
         self,
@@ -216,14 +204,14 @@ class TimerCore:
         deadline beyond the wheel's range, RuntimeError if the Timer is not running,
         PendingLimitError beyond ``max_pending``.
         """
-        if not self._running:
+        if not self.running:
             self._check_running()
         if delay is None:
             raise TypeError(DELAY_NONE)
         if type(delay) is float and -_INF < delay < _INF:  # deadline_after's common case, inline
-            when = self._time() + delay
+            when = self.time() + delay
         else:
-            when = deadline_after(self._time(), delay)
+            when = deadline_after(self.time(), delay)
         # check_callback's common case, a plain function that is no coroutine function, inline:
         if type(callback) is not FunctionType or callback.__code__.co_flags & COROUTINE_FLAGS:
             check_callback(callback, "call_later")
@@ -243,7 +231,7 @@ class TimerCore:
         ``when`` is any real number; one that is not an int or a float is rounded up to a float
         (``handle.when()``). Checks and errors as for :meth:`call_later`.
         """
-        if not self._running:
+        if not self.running:
             self._check_running()
         if when is None:
             raise TypeError(WHEN_NONE)
@@ -267,7 +255,7 @@ class TimerCore:
     ) -> TimerHandle:
         """``call_at`` for the feature layers' own bookkeeping, which ``max_pending`` never
         refuses (see :meth:`aiowheel.Timer.refile_at`). RuntimeError if not running."""
-        if not self._running:
+        if not self.running:
             self._check_running()
         handle = _new_handle(TimerHandle)
         _init_handle(handle, check_deadline(when, "when"), callback, args, self, context)
@@ -296,7 +284,7 @@ class TimerCore:
         return handle
 
     def _check_running(self) -> NoReturn:
-        if self._closed:
+        if self.closed:
             raise RuntimeError(CLOSED)
         raise RuntimeError(NOT_RUNNING)
 
@@ -308,28 +296,29 @@ class TimerCore:
         self._cancelled_count += 1
         self._release(handle)
 
-    def close(self) -> list[object]:
-        """Stop: cancel every pending timer and return their callbacks, in deadline order.
-        Idempotent (later calls return ``[]``); afterwards scheduling raises RuntimeError.
+    def close(self) -> list[tuple[object, tuple[Any, ...]]]:
+        """Stop: cancel every pending timer and return ``(callback, args)`` of each, in deadline
+        order. Idempotent (later calls return ``[]``); afterwards scheduling raises
+        RuntimeError.
 
         Pending are the wheel's entries and, when a callback of the driver's pass closes the
         Timer (a coroutine started eagerly can, by ``await timer.aclose()``), the rest of the
         batch that pass took out of the wheel: none of it runs on the closed Timer.
         """
-        self._closed = True
-        if not self._running:
+        self.closed = True
+        if not self.running:
             return []
-        self._running = False
+        self.running = False
         batch = self._batch
         handles = [handle for handle in batch if handle._timer is not None] if batch else []
         handles += cast("list[TimerHandle]", self._wheel.remove_all())
-        callbacks: list[object] = []
+        cancelled: list[tuple[object, tuple[Any, ...]]] = []
         for handle in handles:
             self._cancelled_count += 1
             handle._cancelled = True
-            callbacks.append(handle.payload)
+            cancelled.append((handle.payload, handle._args))
             self._release(handle)
-        return callbacks
+        return cancelled
 
     @staticmethod
     def _release(handle: TimerHandle) -> None:
@@ -342,7 +331,7 @@ class TimerCore:
         """Arm the driver for the wheel's next deadline (None if nothing is pending), whatever
         was armed: the second rule of arming, after a pass (or once an interrupt that left it
         has gone). Nothing once closed."""
-        if self._running:
+        if self.running:
             next_deadline = self._wheel.next_deadline()
             self._armed_at = _INF if next_deadline is None else next_deadline
             self._arm(next_deadline)
@@ -366,7 +355,7 @@ class TimerCore:
         An interrupt (or an error of the clock) leaves with the rest of the batch back in the
         wheel, due at once."""
         self._armed_at = -_INF
-        now = self._time()
+        now = self.time()
         due = cast("list[TimerHandle]", self._wheel.advance_entries(now))
         if not due:
             return
@@ -378,7 +367,7 @@ class TimerCore:
                 if i and not i % CLOCK_STRIDE:
                     # Before the cancelled check (every 16th entry, cancelled or not) and before
                     # index moves on (if the clock raises, this entry is re-filed below).
-                    now = self._time()
+                    now = self.time()
                 index = i
                 if handle._cancelled:  # by an earlier callback of this batch
                     continue

@@ -258,7 +258,8 @@ class Job(Generic[T]):
     # Whether result() was called: an exception nobody retrieved is reported when the job dies.
     _retrieved: bool
 
-    def __init__(self, when: float, fn: Callable[..., Any], args: tuple[Any, ...], timer: Timer):
+    def __init__(self, fn: Callable[..., Any], args: tuple[Any, ...], timer: Timer):
+        # Filed by the Timer once made (schedule, schedule_at), which sets _handle.
         self._fn = fn
         self._fn_args = args
         self._owner = timer
@@ -268,11 +269,10 @@ class Job(Generic[T]):
         self._task = None
         self._cancelled = False
         self._retrieved = False
-        # Last: new work, which max_pending may refuse (the job is then dropped unseen).
-        self._handle = timer.call_at(when, self._start)
 
     def _start(self) -> None:
-        # Running from here on: a plain fn that cancels its own job cannot undo its call.
+        # Called by the wheel entry, as Job._start(job). Running from here on: a plain fn that
+        # cancels its own job cannot undo its call.
         self._state = _RUNNING
         try:
             result = self._fn(*self._fn_args)
@@ -381,7 +381,7 @@ class Job(Generic[T]):
         return f"<Job when={self.when()!r} {state} {self._fn!r}>"
 
 
-# What a Job's wheel entry calls: how aclose() tells the callbacks of jobs from the others.
+# What a Job's wheel entry calls, with the job as its argument.
 _START_JOB = Job._start
 
 
@@ -487,9 +487,9 @@ class Timer:
         leaving it exits the Timer's nursery. Called in the middle of the driver's pass (from a
         task started eagerly), it cancels the rest of that pass's batch with the pending timers.
         """
-        for callback in self._core.close():
-            if getattr(callback, "__func__", None) is _START_JOB:
-                callback.__self__._finish(_CANCELLED, None)  # type: ignore[attr-defined]
+        for callback, args in self._core.close():
+            if callback is _START_JOB:
+                args[0]._finish(_CANCELLED, None)
         if self._entered:
             # Every call, not only the first: on trio only the entering task can exit the
             # nursery, after a close from another task.
@@ -562,20 +562,25 @@ class Timer:
         """
         if not self._core.running:
             self._check_running()
-        when = deadline_after(self.time(), delay)
         if not callable(fn):
             raise TypeError(f"a callable object was expected by schedule(), got {fn!r}")
-        return Job(when, fn, args, self)
+        job: Job[Any] = Job(fn, args, self)
+        # New work, which max_pending may refuse (the job is then dropped unseen). The entry's
+        # callback is the plain function Job._start with the job as its argument: no bound
+        # method to make, and how aclose() tells jobs' entries.
+        job._handle = self.call_later(delay, _START_JOB, job)
+        return job
 
     def schedule_at(self, when: SupportsFloat, fn: Callable[..., Any], *args: Any) -> Job[Any]:
         """Like :meth:`schedule` with an absolute loop time (any real number, as for
         :meth:`call_at`)."""
         if not self._core.running:
             self._check_running()
-        deadline = check_deadline(when, "when")
         if not callable(fn):
             raise TypeError(f"a callable object was expected by schedule_at(), got {fn!r}")
-        return Job(deadline, fn, args, self)
+        job: Job[Any] = Job(fn, args, self)
+        job._handle = self.call_at(when, _START_JOB, job)  # as in schedule
+        return job
 
     async def sleep(self, delay: SupportsFloat) -> None:
         """Sleep ``delay`` seconds on the wheel (never less; at most one tick more)."""
