@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import random
 import re
@@ -244,7 +245,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
             result["rss_growth_kib"] = peak - rss_before
         if isinstance(loop, WheelLoop):
-            result["stats"] = loop.wheel_stats()._asdict()
+            result["stats"] = dataclasses.asdict(loop.wheel_stats())
         return result
     finally:
         loop.close()

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime
 import importlib.metadata
 import json
@@ -106,10 +107,10 @@ def loop_stats() -> dict[str, Any]:
 
     loop = asyncio.get_running_loop()
     stats: dict[str, Any] = {"loop": type(loop).__name__}
-    for field in WheelStats._fields:
-        stats[field] = None
+    for field in dataclasses.fields(WheelStats):
+        stats[field.name] = None
     if isinstance(loop, WheelLoop):
-        stats.update(loop.wheel_stats()._asdict())
+        stats.update(dataclasses.asdict(loop.wheel_stats()))
     return stats
 
 

@@ -9,6 +9,7 @@ name; the in-process tests import the same objects.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -30,7 +31,7 @@ def loop_report() -> dict[str, Any]:
     """The running loop's class, whether it is a wheel loop, its tick and its wheel counters."""
     loop = asyncio.get_running_loop()
     if isinstance(loop, WheelLoop):
-        stats = loop.wheel_stats()._asdict()
+        stats = dataclasses.asdict(loop.wheel_stats())
         return {"loop": type(loop).__name__, "wheel": True, "tick": loop.wheel.tick, "stats": stats}
     return {"loop": type(loop).__name__, "wheel": False, "tick": None, "stats": None}
 

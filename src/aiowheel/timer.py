@@ -156,22 +156,25 @@ def _seconds(bound: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class TimerStats:
-    """A snapshot of a Timer's counters, from ``Timer.stats()``."""
+    """A snapshot of a Timer's counters, from ``Timer.stats()``.
+
+    The facts a Timer shares with a wheel-backed loop come first and have the same names and
+    meaning as in :class:`aiowheel.loop.WheelStats` (``pending``, ``fired``, ``cancelled``,
+    ``driver_wakeups``, ``levels``); the rest is the Timer's own.
+    """
 
     pending: int
-    """Timers and jobs waiting in the wheel."""
+    """Timers and jobs waiting now, not cancelled."""
     fired: int
-    """Callbacks and jobs started."""
+    """Timers and jobs run (callbacks called, jobs started) since the Timer started."""
     cancelled: int
-    """Timers and jobs cancelled before they ran."""
-    early: int
-    """Callbacks run before their deadline: always 0, kept as proof."""
+    """Timers and jobs cancelled before they ran, since the Timer started."""
+    driver_wakeups: int
+    """Times the driver woke to advance the wheel, since the Timer started."""
+    levels: int
+    """Levels the wheel has grown so far."""
     max_lateness: float
     """Largest lateness of a callback started, in seconds (see :class:`LatenessHistogram`)."""
-    driver_wakeups: int
-    """Times the driver woke to advance the wheel."""
-    levels: int
-    """Wheel levels created so far."""
     lateness: LatenessHistogram
     """How late each callback started, counted in buckets."""
     pending_per_level: tuple[int, ...]
@@ -623,10 +626,9 @@ class Timer(TimerCore):
             pending=len(self._wheel),
             fired=sum(counts),  # equal to _fired after each pass; per callback within one
             cancelled=self._cancelled_count,
-            early=self._early,
-            max_lateness=self._max_lateness,
             driver_wakeups=self._wakeups,
             levels=self._wheel.levels,
+            max_lateness=self._max_lateness,
             lateness=LatenessHistogram(
                 tuple(zip((*LATENESS_BOUNDS, math.inf), counts, strict=True)),
                 float(self._lateness_sum),
