@@ -69,7 +69,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from aiowheel._impl import COMPILED
-from aiowheel.loop import WheelLoop, new_event_loop
+from aiowheel.loop import WheelLoop, new_event_loop, new_uvloop_event_loop
 
 VARIANTS = ["asyncio", "asyncio+wheel", "uvloop", "uvloop+wheel"]
 PAIRS = [("asyncio", "asyncio+wheel"), ("uvloop", "uvloop+wheel")]
@@ -82,7 +82,9 @@ def make_loop(variant: str) -> asyncio.AbstractEventLoop:
         import uvloop
 
         return uvloop.new_event_loop()
-    return new_event_loop(uvloop=variant == "uvloop+wheel")
+    if variant == "uvloop+wheel":
+        return new_uvloop_event_loop()
+    return new_event_loop()
 
 
 async def short_await() -> None:

@@ -25,14 +25,6 @@ install time, or ``AIOWHEEL_NO_EXTENSIONS`` set). Both behave the same; quote it
 from aiowheel._impl import CORE, Entry, HierarchicalWheel
 from aiowheel.exceptions import JobCancelled, PendingLimitError
 from aiowheel.idle import IdleTimeouts
-from aiowheel.loop import (
-    WheelLoop,
-    WheelStats,
-    loop_factory,
-    new_event_loop,
-    new_uvloop_event_loop,
-    run,
-)
 from aiowheel.timeouts import Timeout
 from aiowheel.timer import Job, LatenessHistogram, Timer, TimerHandle, TimerStats
 
@@ -49,11 +41,5 @@ __all__ = [
     "Timer",
     "TimerHandle",
     "TimerStats",
-    "WheelLoop",
-    "WheelStats",
-    "loop_factory",
-    "new_event_loop",
-    "new_uvloop_event_loop",
-    "run",
 ]
 __version__ = "0.1.0"
