@@ -534,7 +534,7 @@ def version_of(distribution: str) -> str:
 
 
 def environment() -> dict[str, str]:
-    from aiowheel._impl import COMPILED
+    import aiowheel
 
     return {
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
@@ -543,7 +543,7 @@ def environment() -> dict[str, str]:
         "uvicorn": version_of("uvicorn"),
         "websockets": version_of("websockets"),
         "uvloop": version_of("uvloop"),
-        "wheel": "compiled" if COMPILED else "pure Python",
+        "wheel": "compiled" if aiowheel.CORE == "compiled" else "pure Python",
     }
 
 
