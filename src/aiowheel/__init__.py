@@ -16,6 +16,10 @@ cycle (``tests/test_layers.py`` checks it, and holds the layer of every module):
 * edges: the command line, the demo, test support and the Spark pipeline (and, outside the
   package, examples and benchmarks).
 
+The public API is this package's ``__all__`` and three modules of their own: :mod:`aiowheel.loop`
+(the wheel-backed event loop, not imported here), :mod:`aiowheel.testing` and
+:mod:`aiowheel.spark`; each public name has one home (``tests/test_public_api.py`` pins them).
+
 :data:`CORE` names the core this process runs: ``"compiled"`` (the Cython extension, built at
 install time where a C compiler is found) or ``"pure"`` (the pure-Python twins: no compiler at
 install time, or ``AIOWHEEL_NO_EXTENSIONS`` set). Both behave the same; quote it in bug reports
