@@ -54,8 +54,9 @@ class WheelStats:
     pending: int
     """Timers waiting now, not cancelled."""
     fired: int
-    """Timers run since the loop was made (a cancel by an earlier timer of the same batch still
-    stops one)."""
+    """Timers run since the loop was made. Counted as the driver takes a batch of due timers
+    out: one that an earlier timer of the same batch cancels is counted, though it does not run
+    (the Timer counts only those it starts)."""
     cancelled: int
     """Timers cancelled before they ran, since the loop was made: on the wheel, counted at once
     (each taken off the wheel then); in the queue of imminent timers, once the driver drops
