@@ -43,9 +43,19 @@ from typing import Any
 import anyio
 import anyio.abc
 import pytest
-from test_loop import VirtualLoop, make_loop, needs_uvloop
-from test_timer import cancellation, running_tasks
-from waiting import HANG
+from support import (
+    HANG,
+    Boom,
+    Fatal,
+    VirtualLoop,
+    cancellation,
+    make_loop,
+    needs_uvloop,
+    noop,
+    raise_,
+    raise_soon,
+    running_tasks,
+)
 
 from aiowheel import PendingLimitError, Timer
 from aiowheel.idle import IdleTimeouts
@@ -53,27 +63,6 @@ from aiowheel.loop import LoopTimerHandle
 from aiowheel.testing import VirtualTimeLoop, run
 
 pytestmark = pytest.mark.anyio
-
-
-class Boom(Exception):
-    pass
-
-
-class Fatal(BaseException):
-    """Neither an Exception nor an interrupt."""
-
-
-def raise_(exc_type: type[BaseException], *args: Any) -> None:
-    raise exc_type
-
-
-async def raise_soon(exc_type: type[BaseException], *args: Any) -> None:
-    await anyio.sleep(0)
-    raise exc_type
-
-
-def _noop(*args: Any) -> None:
-    return None
 
 
 def raising_on_expire(
@@ -291,7 +280,7 @@ async def test_interrupting_on_trio(
     assert "later" not in ran and later.cancelled()
     assert timer.closed and len(timer) == 0
     with pytest.raises(RuntimeError, match="Timer is closed"):
-        timer.call_later(0, _noop)
+        timer.call_later(0, noop)
 
 
 # -- re-entrant calls from inside callbacks -----------------------------------------------------
@@ -497,7 +486,7 @@ async def _call_later_in_callback(timer: Timer, events: list[str]) -> None:
 
 
 async def _schedule_and_sleep(timer: Timer, events: list[str]) -> None:
-    for attempt in (partial(timer.schedule, 0, _noop), partial(timer.sleep, 0)):
+    for attempt in (partial(timer.schedule, 0, noop), partial(timer.sleep, 0)):
         try:
             result = attempt()
             if asyncio.iscoroutine(result):
@@ -538,8 +527,8 @@ async def _idle_refiles_at_the_limit(timer: Timer, events: list[str]) -> None:
 
 async def _timeout_moved_later_at_the_limit(timer: Timer, events: list[str]) -> None:
     def fill_up() -> None:  # runs just before the Timeout's entry fires, in its batch
-        timer.call_later(1, _noop)
-        timer.call_later(1, _noop)
+        timer.call_later(1, noop)
+        timer.call_later(1, noop)
 
     timer.call_later(0.002, fill_up)
     async with timer.move_on_after(0.002) as scope:
@@ -609,7 +598,7 @@ async def test_limits(backend_name: str, row: Limit) -> None:
     events: list[str] = []
     handler = lambda context: reported.append(type(context["exception"]))  # noqa: E731
     async with Timer(max_pending=2, exception_handler=handler) as timer:
-        blockers = [timer.call_later(0.05, _noop) for _ in range(2)]
+        blockers = [timer.call_later(0.05, noop) for _ in range(2)]
         for blocker in blockers[: row.room]:
             blocker.cancel()
         await row.scenario(timer, events)
@@ -711,7 +700,7 @@ async def test_closing(backend_name: str, closer: Closer) -> None:
             await running
         await anyio.sleep(0.02)  # the block was not cancelled; the pending timer never runs
         with pytest.raises(RuntimeError, match="Timer is closed"):
-            timer.call_later(0, _noop)
+            timer.call_later(0, noop)
     assert ran == []
     assert reported == []
     assert running_tasks(backend_name) == before

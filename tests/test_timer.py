@@ -28,7 +28,7 @@ from typing import Any
 
 import anyio
 import pytest
-from waiting import HANG
+from support import HANG
 
 from aiowheel import (
     JobCancelled,
