@@ -1,4 +1,7 @@
-"""Tests for :mod:`aiowheel.timer`: every guarantee of ``Timer`` in the spec, one section each.
+"""Tests for :mod:`aiowheel.timer`: the Timer's callbacks -- construction, ``call_later`` and
+``call_at`` on time with their arguments, (deadline, scheduling order), contexts, errors,
+re-entrant calls, ``cancel`` and letting go of what a handle held, ``sleep`` and
+``sleep_until``, and bad input refused naming the value.
 
 Every async test runs three times (see conftest.py): asyncio on a virtual clock, uvloop in real
 time, trio on ``MockClock``. In virtual time the assertions are exact: a callback due at ``when``
@@ -9,6 +12,12 @@ bound; tests that need long waits or exact times ask for the ``virtual_time`` fi
 A handy synchronisation point: ``await timer.sleep_until(when)`` returns only after every timer
 due at or before ``when`` and scheduled before the sleep has run, because the sleep is itself a
 wheel timer and due timers run in (deadline, scheduling order).
+
+The Timer's other tests: ``test_core.py`` (callbacks: on time, in order, in context, cancelled,
+refused), ``test_jobs.py`` (``schedule``), ``test_lifecycle.py`` (entering and closing),
+``test_driver.py`` (when the driver wakes), ``test_stats.py`` (stats, len, repr);
+``tests/test_backends.py`` has what differs by backend and ``tests/test_faults.py`` the
+interrupts and ``max_pending`` limits, as fault tables.
 """
 
 from __future__ import annotations
@@ -28,44 +37,14 @@ from typing import Any
 
 import anyio
 import pytest
-from support import HANG
+from support import HANG, TICK, Boom, Fatal, Fired, assert_on_time, boom, is_virtual, noop
 
-from aiowheel import (
-    JobCancelled,
-    LatenessHistogram,
-    PendingLimitError,
-    Timer,
-    TimerHandle,
-    TimerStats,
-)
-from aiowheel._lateness import LATENESS_BOUNDS
-from aiowheel.testing import VirtualTimeLoop
+from aiowheel import Timer, TimerHandle
 
 pytestmark = pytest.mark.anyio
 
-TICK = 0.001
-
 
 # -- helpers -----------------------------------------------------------------------------------
-
-
-def _noop(*args: Any) -> None:
-    return None
-
-
-class Fired:
-    """A callback that records each call's label and the Timer's time when it ran."""
-
-    def __init__(self, timer: Timer) -> None:
-        self.timer = timer
-        self.calls: list[tuple[Any, float]] = []
-
-    def __call__(self, label: Any = None) -> None:
-        self.calls.append((label, self.timer.time()))
-
-    @property
-    def labels(self) -> list[Any]:
-        return [label for label, _ in self.calls]
 
 
 class Target:
@@ -73,39 +52,6 @@ class Target:
 
     def __call__(self, *args: Any) -> None:
         return None
-
-
-def is_virtual(backend_name: str) -> bool:
-    """True on the backends with a virtual clock, where timing assertions are exact."""
-    return backend_name != "uvloop"
-
-
-def assert_on_time(when: float, ran_at: float, *, exact: bool, tick: float = TICK) -> None:
-    """Never early; in virtual time also less than one tick late."""
-    assert ran_at >= when, f"ran at {ran_at!r}, before its deadline {when!r}"
-    if exact:
-        assert ran_at < when + tick, f"ran at {ran_at!r}, a tick or more after {when!r}"
-
-
-def cancellation(backend_name: str) -> type[BaseException]:
-    """What awaiting a cancelled job raises on this backend."""
-    return JobCancelled if backend_name == "trio" else asyncio.CancelledError
-
-
-def running_tasks(backend_name: str) -> set[object]:
-    """Every task alive on the running loop."""
-    if backend_name != "trio":
-        return set(asyncio.all_tasks())
-    import trio
-
-    tasks: set[object] = set()
-    stack = [trio.lowlevel.current_root_task()]
-    while stack:
-        task = stack.pop()
-        tasks.add(task)
-        for nursery in task.child_nurseries:
-            stack.extend(nursery.child_tasks)
-    return tasks
 
 
 # -- construction ------------------------------------------------------------------------------
@@ -149,6 +95,14 @@ def test_construction_arguments_of_the_wrong_type_raise_type_error(
 ) -> None:
     with pytest.raises(TypeError, match=re.escape(message)):
         Timer(**kwargs)
+
+
+@pytest.mark.parametrize("value", [1.5, True, "3"])
+def test_max_pending_must_be_an_int(value: object) -> None:
+    with pytest.raises(
+        TypeError, match=re.escape(f"max_pending must be an int or None, got {value!r}")
+    ):
+        Timer(max_pending=value)  # type: ignore[arg-type]
 
 
 # -- call_later / call_at: on time, with their arguments ---------------------------------------
@@ -235,42 +189,21 @@ async def test_a_negative_delay_or_past_time_is_due_at_once_but_not_inline(
         assert [ran_at for _, ran_at in fired.calls] == [start] * 3  # the clock did not move
 
 
-# -- never early, also when the driver is woken early ------------------------------------------
+async def test_arguments_reach_the_callback_as_given() -> None:
+    """However the handle stores them (the compiled one keeps a lone argument without its tuple),
+    the callback gets exactly the arguments given, and ``_args`` and the error report show their
+    tuple."""
+    calls: list[tuple[Any, ...]] = []
 
+    def record(*args: Any) -> None:
+        calls.append(args)
 
-async def test_never_early_when_the_driver_is_woken_early(
-    backend_name: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with Timer(tick=TICK) as timer:
-        backend = timer._backend
-        real_arm = backend.arm
-        early_arms = 0
-
-        def arm_early(when: float | None) -> None:
-            # Wake the driver halfway to the time it asked for, until it is very close: every
-            # deadline is approached by several early wake-ups.
-            nonlocal early_arms
-            if when is not None and when - timer.time() > TICK / 8:
-                early_arms += 1
-                when = timer.time() + (when - timer.time()) / 2
-            real_arm(when)
-
-        monkeypatch.setattr(backend, "arm", arm_early)
-        fired = Fired(timer)
-        whens = [timer.time() + offset for offset in (0.0105, 0.0203, 0.02035, 0.04)]
-        for when in whens:
-            timer.call_at(when, fired, when)
-        await timer.sleep_until(max(whens))
-        stats = timer.stats()
-
-    assert early_arms > 0
-    if is_virtual(backend_name):
-        # More wake-ups than due buckets (the sleep shares the last one): it was woken early.
-        assert stats.driver_wakeups > 3
-    assert fired.labels == whens
-    for when, ran_at in fired.calls:
-        assert_on_time(when, ran_at, exact=is_virtual(backend_name))
-    assert stats.early == 0
+    given: list[tuple[Any, ...]] = [(), (None,), ((1, 2),), ((),), ([3],), (4, 5), (6, 7, 8)]
+    async with Timer() as timer:
+        handles = [timer.call_later(0.001, record, *args) for args in given]
+        assert [handle._args for handle in handles] == given
+        await timer.sleep(0.002)
+    assert calls == given
 
 
 # -- ordering: (deadline, scheduling order) ----------------------------------------------------
@@ -449,69 +382,6 @@ async def test_coroutine_job_runs_in_a_copy_of_the_callers_context() -> None:
 # -- errors ------------------------------------------------------------------------------------
 
 
-class Boom(Exception):
-    pass
-
-
-def boom(*args: Any) -> None:
-    raise Boom(*args)
-
-
-async def test_callback_error_goes_to_the_loop_exception_handler(backend_name: str) -> None:
-    if backend_name == "trio":
-        pytest.skip("trio has no loop exception handler; errors go to the logger there")
-    loop = asyncio.get_running_loop()
-    contexts: list[dict[str, Any]] = []
-    loop.set_exception_handler(lambda _, context: contexts.append(context))
-    try:
-        async with Timer() as timer:
-            fired = Fired(timer)
-            when = timer.time() + 0.001
-            timer.call_at(when, fired, "before")
-            failing = timer.call_at(when, boom, 1)
-            timer.call_at(when, fired, "same batch")
-            timer.call_later(0.003, fired, "later")
-            await timer.sleep(0.004)
-    finally:
-        loop.set_exception_handler(None)
-
-    assert fired.labels == ["before", "same batch", "later"]  # the timer kept going
-    [context] = contexts
-    assert set(context) == {"message", "exception", "handle"}  # asyncio's Handle._run shape
-    assert context["message"].startswith("Exception in callback ")
-    assert "boom" in context["message"]
-    assert isinstance(context["exception"], Boom)
-    assert context["exception"].args == (1,)
-    assert context["handle"] is failing
-
-
-async def test_callback_error_is_logged_on_trio(
-    backend_name: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    if backend_name != "trio":
-        pytest.skip("asyncio reports to loop.call_exception_handler")
-    with caplog.at_level(logging.ERROR, logger="aiowheel"):
-        async with Timer() as timer:
-            fired = Fired(timer)
-            when = timer.time() + 0.001
-            timer.call_at(when, boom, 2)
-            timer.call_at(when, fired, "same batch")
-            timer.call_later(0.003, fired, "later")
-            await timer.sleep(0.004)
-
-    assert fired.labels == ["same batch", "later"]
-    [record] = [record for record in caplog.records if record.name == "aiowheel"]
-    assert record.levelno == logging.ERROR
-    assert record.getMessage().startswith("Exception in callback ")
-    assert "boom" in record.getMessage()
-    assert record.exc_info is not None
-    assert isinstance(record.exc_info[1], Boom)
-
-
-class Fatal(BaseException):
-    """Not an Exception, but not SystemExit/KeyboardInterrupt either: reported, as in asyncio."""
-
-
 def fatal() -> None:
     raise Fatal
 
@@ -543,6 +413,29 @@ async def test_exception_handler_gets_errors_on_every_backend(
     assert "exception_handler" in record.getMessage()
     assert record.exc_info is not None
     assert isinstance(record.exc_info[1], RuntimeError)
+
+
+async def test_the_error_report_of_a_one_argument_callback_shows_its_tuple(
+    backend_name: str,
+) -> None:
+    if backend_name == "trio":
+        pytest.skip("asyncio's exception handler")
+    loop = asyncio.get_running_loop()
+    contexts: list[dict[str, Any]] = []
+    loop.set_exception_handler(lambda _, context: contexts.append(context))
+
+    def boom(argument: object) -> None:
+        raise ValueError(argument)
+
+    try:
+        async with Timer() as timer:
+            timer.call_later(0.001, boom, (1, 2))
+            await timer.sleep(0.002)
+    finally:
+        loop.set_exception_handler(None)
+    [context] = contexts
+    assert context["message"].endswith("boom((1, 2),)")
+    assert context["exception"].args == ((1, 2),)
 
 
 # -- re-entrancy -------------------------------------------------------------------------------
@@ -762,381 +655,6 @@ async def test_a_handle_its_own_callback_references_is_freed_by_reference_counti
         gc.enable()
 
 
-async def test_arguments_reach_the_callback_as_given() -> None:
-    """However the handle stores them (the compiled one keeps a lone argument without its tuple),
-    the callback gets exactly the arguments given, and ``_args`` and the error report show their
-    tuple."""
-    calls: list[tuple[Any, ...]] = []
-
-    def record(*args: Any) -> None:
-        calls.append(args)
-
-    given: list[tuple[Any, ...]] = [(), (None,), ((1, 2),), ((),), ([3],), (4, 5), (6, 7, 8)]
-    async with Timer() as timer:
-        handles = [timer.call_later(0.001, record, *args) for args in given]
-        assert [handle._args for handle in handles] == given
-        await timer.sleep(0.002)
-    assert calls == given
-
-
-async def test_the_error_report_of_a_one_argument_callback_shows_its_tuple(
-    backend_name: str,
-) -> None:
-    if backend_name == "trio":
-        pytest.skip("asyncio's exception handler")
-    loop = asyncio.get_running_loop()
-    contexts: list[dict[str, Any]] = []
-    loop.set_exception_handler(lambda _, context: contexts.append(context))
-
-    def boom(argument: object) -> None:
-        raise ValueError(argument)
-
-    try:
-        async with Timer() as timer:
-            timer.call_later(0.001, boom, (1, 2))
-            await timer.sleep(0.002)
-    finally:
-        loop.set_exception_handler(None)
-    [context] = contexts
-    assert context["message"].endswith("boom((1, 2),)")
-    assert context["exception"].args == ((1, 2),)
-
-
-async def test_callbacks_run_outside_any_task_on_asyncio(backend_name: str) -> None:
-    """On asyncio and uvloop a wake of the driver is the loop timer's own callback (no task step
-    per wake): Timer callbacks run as ``loop.call_at`` callbacks do, outside any task; a
-    coroutine job still runs in a task of its own."""
-    if backend_name == "trio":
-        pytest.skip("trio has no loop callbacks: its driver task runs the passes")
-    tasks: list[asyncio.Task[Any] | None] = []
-
-    async def job() -> None:
-        tasks.append(asyncio.current_task())
-
-    async with Timer() as timer:
-        timer.call_later(0.001, lambda: tasks.append(asyncio.current_task()))
-        await timer.schedule(0.001, job)
-        await timer.sleep(0.002)
-        stats = timer.stats()
-    assert tasks[0] is None
-    assert isinstance(tasks[1], asyncio.Task)
-    assert stats.driver_wakeups >= 1
-
-
-async def test_stats_in_a_callback_add_up_and_an_unprintable_argument_is_reported() -> None:
-    """A callback reading stats() mid-pass sees fired equal to the histogram's count; a callback
-    that raises with an argument whose repr raises too is still reported, and the Timer carries
-    on (before, the failing report stopped the driver's re-arming for good)."""
-
-    class Unprintable:
-        def __repr__(self) -> str:
-            raise ValueError("no repr")
-
-    def fails(_: object) -> None:
-        raise RuntimeError("callback failed")
-
-    reported: list[dict[str, Any]] = []
-    seen: list[tuple[int, int]] = []
-    async with Timer(exception_handler=reported.append) as timer:
-
-        def look() -> None:
-            stats = timer.stats()
-            seen.append((stats.fired, stats.lateness.count))
-
-        when = timer.time() + 0.002
-        for _ in range(5):
-            timer.call_at(when, lambda: None)
-        timer.call_at(when, look)
-        timer.call_at(when, fails, Unprintable())
-        after = timer.call_later(0.01, look)
-        await timer.sleep(0.02)
-    assert seen[0] == (6, 6)  # itself included: counted as it starts
-    assert seen[1] == (8, 8) and after.cancelled() is False
-    [context] = reported
-    assert isinstance(context["exception"], RuntimeError)
-    assert "repr failed" in context["message"]
-
-
-@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
-def test_anyio_and_sniffio_know_the_backend_inside_a_callback(loop_name: str) -> None:
-    """A callback runs outside any task on asyncio, where sniffio looks for one: the pass names
-    the library for it, so anyio's calls work there as they do in a task. Run under a plain
-    ``asyncio.Runner``: anyio's test runner would name the library in the context already."""
-    sniffio = pytest.importorskip("sniffio")
-    factory = pytest.importorskip("uvloop").new_event_loop if loop_name == "uvloop" else None
-    seen: list[object] = []
-
-    async def main() -> None:
-        def callback() -> None:
-            try:
-                seen.append(sniffio.current_async_library())
-                seen.append(isinstance(anyio.current_time(), float))  # raised NoEventLoopError
-            finally:
-                done.set()
-
-        async with Timer() as timer:
-            done = asyncio.Event()
-            timer.call_later(0.001, callback)
-            await done.wait()
-
-    with asyncio.Runner(loop_factory=factory) as runner:
-        runner.run(main())
-    assert seen == ["asyncio", True]
-    assert sniffio.thread_local.name is None  # the pass left it as it found it
-
-
-# -- schedule: jobs ----------------------------------------------------------------------------
-
-
-async def test_schedule_a_plain_function(backend_name: str) -> None:
-    async with Timer(tick=TICK) as timer:
-        start = timer.time()
-        job = timer.schedule(0.01, lambda a, b: (a + b, timer.time()), 2, 3)
-        assert not job.done()
-        with pytest.raises(RuntimeError, match="Job is not done yet"):
-            job.result()
-        result, ran_at = await job
-    assert result == 5
-    assert job.done()
-    assert not job.cancelled()
-    assert job.result() == (5, ran_at)
-    assert_on_time(start + 0.01, ran_at, exact=is_virtual(backend_name))
-
-
-async def test_schedule_a_coroutine_function(backend_name: str) -> None:
-    async def fetch(key: str) -> tuple[str, float]:
-        started = timer.time()
-        await anyio.sleep(0.005)
-        return key.upper(), started
-
-    async with Timer(tick=TICK) as timer:
-        start = timer.time()
-        job = timer.schedule(0.01, fetch, "key")
-        result, started = await job
-    assert result == "KEY"
-    assert job.result() == ("KEY", started)
-    assert_on_time(start + 0.01, started, exact=is_virtual(backend_name))
-
-
-async def test_await_schedule_pattern_in_virtual_time(virtual_time: None) -> None:
-    async def fetch() -> str:
-        return "fetched"
-
-    async with Timer(tick=TICK) as timer:
-        start = timer.time()
-        result = await timer.schedule(5, fetch)
-        assert result == "fetched"
-        assert start + 5 <= timer.time() < start + 5 + TICK
-        result = await timer.schedule_at(start + 65.5, str.upper, "at")
-        assert result == "AT"
-        assert start + 65.5 <= timer.time() < start + 65.5 + TICK
-
-
-@pytest.mark.parametrize("kind", ["plain", "coroutine"])
-async def test_a_job_error_propagates_through_await(kind: str) -> None:
-    async def async_boom(*args: Any) -> None:
-        await anyio.sleep(0)
-        raise Boom(*args)
-
-    async with Timer() as timer:
-        job = timer.schedule(0.001, boom if kind == "plain" else async_boom, kind)
-        with pytest.raises(Boom, match=kind):
-            await job
-        assert job.done()
-        assert not job.cancelled()
-        with pytest.raises(Boom):
-            job.result()
-
-
-async def test_cancel_a_job_before_it_fires(backend_name: str) -> None:
-    called: list[str] = []
-    async with Timer() as timer:
-        job = timer.schedule(0.002, called.append, "ran")
-        job.cancel()
-        assert job.cancelled()
-        assert job.done()
-        assert len(timer) == 0
-        with pytest.raises(cancellation(backend_name)):
-            await job
-        with pytest.raises(cancellation(backend_name)):
-            job.result()
-        job.cancel()  # again: no-op
-        await timer.sleep(0.003)
-        stats = timer.stats()
-    assert called == []
-    assert stats.cancelled == 1
-
-
-async def test_cancel_a_running_coroutine_job_cancels_its_task(backend_name: str) -> None:
-    started = anyio.Event()
-    finalised: list[bool] = []
-
-    async def work() -> None:
-        started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            finalised.append(True)
-
-    async with Timer() as timer:
-        job = timer.schedule(0.001, work)
-        await started.wait()
-        assert not job.done()
-        job.cancel()
-        with pytest.raises(cancellation(backend_name)), anyio.fail_after(HANG):
-            await job  # fail_after: a job left running would hang here
-        assert finalised == [True]
-        assert job.cancelled()
-        assert job.done()
-
-
-async def test_cancelling_the_awaiting_task_cancels_a_pending_job() -> None:
-    async with Timer() as timer:
-        job = timer.schedule(10, _noop)
-        with anyio.move_on_after(0.005):
-            await job
-        assert job.cancelled()
-        assert job.done()
-        assert len(timer) == 0
-
-
-async def test_cancelling_the_awaiting_task_cancels_a_running_job(backend_name: str) -> None:
-    started = anyio.Event()
-    finalised: list[bool] = []
-
-    async def work() -> None:
-        started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            finalised.append(True)
-
-    async with Timer() as timer:
-        job = timer.schedule(0, work)
-        await started.wait()
-        with anyio.move_on_after(0.005):
-            await job
-        with pytest.raises(cancellation(backend_name)), anyio.fail_after(HANG):
-            await job  # once its task has ended; fail_after: a job left running would hang
-        assert finalised == [True]
-        assert job.cancelled()
-
-
-async def test_cancel_a_coroutine_job_spawned_but_not_started_yet(backend_name: str) -> None:
-    # A later callback of the batch that spawned the job's task cancels it before the task's
-    # first step: the job must still end cancelled (on asyncio a task cancelled that early never
-    # runs its coroutine at all).
-    async def work() -> None:
-        await anyio.sleep_forever()
-
-    async with Timer() as timer:
-        when = timer.time() + 0.001
-        job = timer.schedule_at(when, work)
-        timer.call_at(when, job.cancel)
-        with pytest.raises(cancellation(backend_name)), anyio.fail_after(HANG):
-            await job  # fail_after: a job stuck "running" would hang here
-        assert job.cancelled()
-        assert job.done()
-
-
-async def test_closing_right_after_a_coroutine_job_was_spawned_ends_it(backend_name: str) -> None:
-    async def work() -> None:
-        await anyio.sleep_forever()
-
-    async with Timer() as timer:
-        when = timer.time() + 0.001
-        first = timer.schedule_at(when, _noop)
-        job = timer.schedule_at(when, work)
-        # Resumes in the pass that spawns the job's task, before that task's first step.
-        await first
-    with pytest.raises(cancellation(backend_name)), anyio.fail_after(HANG):
-        await job
-    assert job.cancelled()
-
-
-class NotAnException(BaseException):
-    pass
-
-
-@pytest.mark.parametrize("kind", ["plain", "coroutine"])
-async def test_a_job_raising_a_base_exception_finishes_with_it(kind: str) -> None:
-    """Not only Exception subclasses: awaiters must not hang on any error but SystemExit and
-    KeyboardInterrupt (which propagate, as from a loop callback)."""
-
-    def plain() -> None:
-        raise NotAnException("plain")
-
-    async def coroutine() -> None:
-        await anyio.sleep(0)
-        raise NotAnException("coroutine")
-
-    async with Timer() as timer:
-        job = timer.schedule(0.001, plain if kind == "plain" else coroutine)
-        with pytest.raises(NotAnException, match=kind):
-            await job
-        assert job.done()
-
-
-async def test_a_failed_job_nobody_awaited_is_reported_when_it_dies() -> None:
-    reported: list[dict[str, Any]] = []
-    async with Timer(exception_handler=reported.append) as timer:
-        timer.schedule(0.001, boom, "unseen")
-        await timer.sleep(0.01)
-        gc.collect()
-        assert [context["message"] for context in reported] == ["Job exception was never retrieved"]
-        assert isinstance(reported[0]["exception"], Boom)
-        seen = timer.schedule(0.001, boom, "seen")
-        with pytest.raises(Boom):
-            await seen
-        del seen
-        gc.collect()
-        assert len(reported) == 1
-
-
-async def test_a_plain_job_cannot_cancel_itself_while_it_runs() -> None:
-    async with Timer() as timer:
-
-        def cancel_self() -> str:
-            job.cancel()
-            return "ran"
-
-        job = timer.schedule(0.001, cancel_self)
-        assert await job == "ran"
-        assert not job.cancelled()
-
-
-@pytest.mark.parametrize("value", [1.5, True, "3"])
-def test_max_pending_must_be_an_int(value: object) -> None:
-    with pytest.raises(
-        TypeError, match=re.escape(f"max_pending must be an int or None, got {value!r}")
-    ):
-        Timer(max_pending=value)  # type: ignore[arg-type]
-
-
-async def test_cancel_after_a_job_finished_is_a_no_op() -> None:
-    async with Timer() as timer:
-        job = timer.schedule(0, int, "7")
-        assert await job == 7
-        job.cancel()
-        assert not job.cancelled()
-        assert job.result() == 7
-        assert await job == 7  # awaiting a done job again
-
-
-async def test_many_awaiters_of_one_job() -> None:
-    results: list[int] = []
-
-    async def wait_for(job: Awaitable[int]) -> None:
-        results.append(await job)
-
-    async with Timer() as timer:
-        job = timer.schedule(0.002, int, "9")
-        async with anyio.create_task_group() as group:
-            for _ in range(3):
-                group.start_soon(wait_for, job)
-    assert results == [9, 9, 9]
-
-
 # -- sleep / sleep_until -----------------------------------------------------------------------
 
 
@@ -1187,502 +705,13 @@ async def test_a_cancelled_sleep_leaves_no_timer_behind() -> None:
     assert stats.cancelled == 1
 
 
-# -- lifecycle ---------------------------------------------------------------------------------
-
-
-async def test_leaving_cancels_pending_timers_which_never_run(backend_name: str) -> None:
-    delay = 10.0 if is_virtual(backend_name) else 0.01
-    called: list[str] = []
-    async with Timer() as timer:
-        handles = [timer.call_later(delay * (1 + i), called.append, "ran") for i in range(3)]
-        job = timer.schedule(delay, called.append, "job ran")
-    assert timer.closed
-    assert all(handle.cancelled() for handle in handles)
-    assert job.cancelled()
-    assert len(timer) == 0
-    stats = timer.stats()
-    assert (stats.pending, stats.cancelled, stats.fired) == (0, 4, 0)
-    await anyio.sleep(delay * 4)
-    assert called == []
-
-
-async def test_leaving_cancels_and_awaits_running_jobs(backend_name: str) -> None:
-    started = anyio.Event()
-    cleaned_up: list[bool] = []
-
-    async def work() -> None:
-        started.set()
-        try:
-            await anyio.sleep_forever()
-        finally:
-            # Clean-up that takes time: leaving the Timer must wait for it.
-            with anyio.CancelScope(shield=True):
-                await anyio.sleep(0.002)
-            cleaned_up.append(True)
-
-    async with Timer() as timer:
-        job = timer.schedule(0, work)
-        await started.wait()
-    assert cleaned_up == [True]
-    assert job.done()
-    assert job.cancelled()
-    with pytest.raises(cancellation(backend_name)):
-        await job
-
-
-async def test_leaving_wakes_awaiters_of_pending_and_running_jobs_and_sleepers(
-    backend_name: str,
-) -> None:
-    outcomes: dict[str, type[BaseException] | str] = {}
-
-    async def watch(name: str, awaitable: Awaitable[Any], waiting: anyio.Event) -> None:
-        waiting.set()
-        try:
-            await awaitable
-        except BaseException as exc:  # the cancellation is the outcome under test
-            outcomes[name] = type(exc)
-        else:
-            outcomes[name] = "returned"
-
-    # fail_after: a sleeper or awaiter left hanging would otherwise hang the test.
-    with anyio.fail_after(HANG):
-        async with anyio.create_task_group() as group, Timer() as timer:
-            pending = timer.schedule(10, _noop)
-            running = timer.schedule(0, anyio.sleep_forever)
-            for name, awaitable in [
-                ("pending job", pending),
-                ("running job", running),
-                ("sleeper", timer.sleep(10)),
-            ]:
-                waiting = anyio.Event()
-                group.start_soon(watch, name, awaitable, waiting)
-                await waiting.wait()
-            await timer.sleep(0.001)  # the running job has started, everyone is waiting
-            assert not outcomes
-    expected = cancellation(backend_name)
-    assert outcomes == {"pending job": expected, "running job": expected, "sleeper": expected}
-
-
-async def test_nothing_is_left_running_after_close(backend_name: str) -> None:
-    started = anyio.Event()
-
-    async def work() -> None:
-        started.set()
-        await anyio.sleep_forever()
-
-    before = running_tasks(backend_name)
-    if backend_name == "trio":
-        import trio
-
-        nurseries_before = list(trio.lowlevel.current_task().child_nurseries)
-    async with Timer() as timer:
-        timer.call_later(10, _noop)
-        timer.schedule(0, work)
-        await started.wait()
-        assert len(running_tasks(backend_name) - before) == 2  # the driver and the job
-    assert running_tasks(backend_name) == before
-    if backend_name == "trio":
-        assert trio.lowlevel.current_task().child_nurseries == nurseries_before
-
-
-async def test_leaving_with_an_error_still_closes() -> None:
-    called: list[str] = []
-    with pytest.raises(Boom):
-        async with Timer() as timer:
-            handle = timer.call_later(0.001, called.append, "ran")
-            raise Boom
-    assert timer.closed
-    assert handle.cancelled()
-    await anyio.sleep(0.002)
-    assert called == []
-
-
-async def test_aclose_is_idempotent_and_ends_the_timer() -> None:
-    timer = Timer()
-    await timer.__aenter__()
-    handle = timer.call_later(0.001, _noop)
-    await timer.aclose()
-    await timer.aclose()
-    assert timer.closed
-    assert handle.cancelled()
-
-
-@pytest.mark.parametrize("closer", ["sibling task", "coroutine job", "plain callback's task"])
-async def test_aclose_from_another_task_than_the_one_that_entered(
-    backend_name: str, closer: str
-) -> None:
-    """Closing from a sibling task, from a coroutine job of the Timer itself, or from a task a
-    callback started works on every backend (on trio it ended in TrioInternalError): pending
-    timers are cancelled, running jobs cancelled and waited for, and the block that entered
-    the Timer is not cancelled -- it runs on, and leaving it is clean."""
-    before = running_tasks(backend_name)
-    started = anyio.Event()
-    closed = anyio.Event()
-
-    async def work() -> None:
-        started.set()
-        await anyio.sleep_forever()
-
-    async def close() -> None:
-        try:
-            await timer.aclose()
-        finally:
-            closed.set()
-
-    async with anyio.create_task_group() as group:
-        async with Timer() as timer:
-            pending = timer.call_later(10, _noop)
-            running = timer.schedule(0, work)
-            await started.wait()
-            if closer == "sibling task":
-                group.start_soon(close)
-            elif closer == "coroutine job":
-                closing = timer.schedule(0, close)
-            else:
-                timer.call_later(0, group.start_soon, close)
-            with anyio.fail_after(HANG):
-                await closed.wait()
-            assert timer.closed
-            assert pending.cancelled()
-            with pytest.raises(cancellation(backend_name)):
-                await running
-            if closer == "coroutine job":
-                # A job that closes its own Timer is not cancelled by that: it runs to its end.
-                assert await closing is None
-            await anyio.sleep(0.001)  # the block itself was not cancelled
-            with pytest.raises(RuntimeError, match="Timer is closed"):
-                timer.call_later(0, _noop)
-        await timer.aclose()  # still idempotent
-    assert running_tasks(backend_name) == before
-
-
-async def test_aclose_inside_a_cancel_scope_entered_after_the_timer() -> None:
-    """From the block's own task but inside a timeout block (on trio, a cancel scope entered
-    after the Timer's nursery, which therefore cannot be exited yet): it closes the Timer; the
-    block's end exits the nursery. (trio broke the task's cancel scopes.)"""
-    async with Timer() as timer:
-        pending = timer.call_later(10, _noop)
-        async with timer.timeout(0.002) as scope:
-            with anyio.CancelScope():
-                await timer.aclose()
-            await anyio.sleep(0.005)  # the deadline's entry was cancelled with the rest
-        assert not scope.expired()
-        assert timer.closed and pending.cancelled()
-    await timer.aclose()
-
-
-async def test_a_closed_timer_refuses_scheduling_and_reentry() -> None:
-    async with Timer() as timer:
-        pass
-    for schedule in [
-        partial(timer.call_later, 1, _noop),
-        partial(timer.call_at, 1, _noop),
-        partial(timer.schedule, 1, _noop),
-        partial(timer.schedule_at, 1, _noop),
-    ]:
-        with pytest.raises(RuntimeError, match="Timer is closed"):
-            schedule()
-    with pytest.raises(RuntimeError, match="Timer is closed"):
-        await timer.sleep(1)
-    with pytest.raises(RuntimeError, match="Timer is closed"):
-        await timer.sleep_until(1)
-    with pytest.raises(RuntimeError, match=re.escape("Timer is closed; create a new one")):
-        async with timer:
-            pass
-
-
-async def test_a_timer_not_entered_yet_refuses_scheduling() -> None:
-    timer = Timer()
-    message = re.escape("Timer is not running: use it inside 'async with Timer() as timer:'")
-    for schedule in [
-        partial(timer.call_later, 1, _noop),
-        partial(timer.call_at, 1, _noop),
-        partial(timer.schedule, 1, _noop),
-        partial(timer.schedule_at, 1, _noop),
-        timer.time,
-    ]:
-        with pytest.raises(RuntimeError, match=message):
-            schedule()
-    with pytest.raises(RuntimeError, match=message):
-        await timer.sleep(1)
-    with pytest.raises(RuntimeError, match=message):
-        await timer.sleep_until(1)
-
-
-async def test_a_timer_not_entered_can_be_closed_and_is_then_unusable() -> None:
-    timer = Timer()
-    await timer.aclose()
-    assert timer.closed
-    with pytest.raises(RuntimeError, match="Timer is closed"):
-        timer.call_later(1, _noop)
-    with pytest.raises(RuntimeError, match="Timer is closed"):
-        await timer.__aenter__()
-
-
-async def test_a_running_timer_cannot_be_entered_twice() -> None:
-    async with Timer() as timer:
-        with pytest.raises(RuntimeError, match="Timer is already running"):
-            await timer.__aenter__()
-        timer.call_later(0, _noop)  # still usable
-        await timer.sleep(0)
-
-
-# -- interrupts: KeyboardInterrupt and SystemExit from a callback or a job ---------------------
-#
-# asyncio lets an interrupt raised by a loop callback leave run_forever() once and keeps every
-# other timer; the Timer must do the same (its driver survives and is re-armed). trio ends the
-# task tree instead: the interrupt leaves the block that entered the Timer, which is closed.
-
-INTERRUPTS = [KeyboardInterrupt, SystemExit]
-
-
-def raise_(exc_type: type[BaseException]) -> None:
-    raise exc_type
-
-
-async def raise_soon(exc_type: type[BaseException]) -> None:
-    await anyio.sleep(0)
-    raise exc_type
-
-
-def schedule_interrupt(
-    timer: Timer, source: str, when: float, interrupt: type[BaseException]
-) -> None:
-    """Make ``source`` -- "callback", "plain job" or "coroutine job" -- raise ``interrupt`` at
-    ``when``."""
-    if source == "callback":
-        timer.call_at(when, raise_, interrupt)
-    elif source == "plain job":
-        timer.schedule_at(when, raise_, interrupt)
-    else:
-        timer.schedule_at(when, raise_soon, interrupt)
-
-
-def new_loop(loop_name: str) -> asyncio.AbstractEventLoop:
-    """A fresh event loop to drive by hand: asyncio in virtual time, or uvloop."""
-    if loop_name == "uvloop":
-        uvloop = pytest.importorskip("uvloop")
-        return uvloop.new_event_loop()  # type: ignore[no-any-return]
-    return VirtualTimeLoop()
-
-
-async def _entered_timer() -> Timer:
-    timer = Timer()
-    await timer.__aenter__()
-    return timer
-
-
-@pytest.mark.parametrize("interrupt", INTERRUPTS)
-@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
-@pytest.mark.parametrize("source", ["callback", "plain job", "coroutine job"])
-def test_an_interrupt_propagates_once_and_the_timer_keeps_working(
-    loop_name: str, interrupt: type[BaseException], source: str
-) -> None:
-    """As with loop.call_later: the interrupt leaves run_until_complete once; the rest of the
-    batch, later timers and timers scheduled after the recovery all run; aclose() is clean."""
-
-    loop = new_loop(loop_name)
-    try:
-        timer = loop.run_until_complete(_entered_timer())
-        ran: list[str] = []
-        when = timer.time() + 0.002
-        timer.call_at(when, ran.append, "before")
-        schedule_interrupt(timer, source, when, interrupt)
-        timer.call_at(when, ran.append, "same batch")
-        timer.call_at(when + 0.004, ran.append, "later")
-        with pytest.raises(interrupt):
-            loop.run_until_complete(asyncio.sleep(5))  # ends at the interrupt
-        if source == "callback":
-            assert ran == ["before"]  # the interrupt left at once, as asyncio's does
-        timer.call_later(0.001, ran.append, "after recovery")
-        # No second interrupt; the bound only turns a dead driver into a failure, not a hang.
-        loop.run_until_complete(asyncio.wait_for(timer.sleep(0.01), HANG))
-        assert ran[:2] == ["before", "same batch"]
-        assert sorted(ran[2:]) == ["after recovery", "later"]
-        assert len(timer) == 0
-        loop.run_until_complete(timer.aclose())  # does not re-raise the old interrupt
-        assert timer.closed
-    finally:
-        loop.close()
-
-
-@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
-@pytest.mark.parametrize("source", ["callback", "coroutine job"])
-def test_system_exit_from_a_callback_leaves_asyncio_run_once(
-    loop_name: str, source: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    closed: list[bool] = []
-
-    async def exiting_coroutine() -> None:
-        raise SystemExit(3)
-
-    async def main() -> None:
-        timer = Timer()
-        try:
-            async with timer:
-                if source == "callback":
-                    timer.call_later(0.001, raise_, SystemExit(3))
-                else:
-                    timer.schedule(0.001, exiting_coroutine)
-                await asyncio.sleep(HANG)  # ends at the SystemExit
-        finally:
-            closed.append(timer.closed)
-
-    runner = asyncio.Runner(loop_factory=partial(new_loop, loop_name))
-    with caplog.at_level(logging.ERROR, logger="asyncio"):
-        with pytest.raises(SystemExit) as info:
-            runner.run(main())
-        assert info.value.code == 3
-        runner.close()  # cancels main(), which closes the Timer: no second SystemExit
-        gc.collect()
-    assert closed == [True]
-    assert [record.getMessage() for record in caplog.records] == []
-
-
-@pytest.mark.parametrize("interrupt", INTERRUPTS)
-@pytest.mark.parametrize("source", ["callback", "plain job", "coroutine job"])
-async def test_an_interrupt_on_trio_ends_the_block_and_closes_the_timer(
-    backend_name: str, interrupt: type[BaseException], source: str
-) -> None:
-    """trio has no loop to resume: the interrupt ends the Timer's task tree and leaves the block
-    that entered the Timer -- bare, not in an exception group -- and the Timer is closed."""
-    if backend_name != "trio":
-        pytest.skip("asyncio and uvloop: see test_an_interrupt_propagates_once_...")
-    import trio
-
-    ran: list[str] = []
-    with pytest.raises(interrupt):
-        async with Timer() as timer:
-            when = timer.time() + 0.002
-            schedule_interrupt(timer, source, when, interrupt)
-            pending = timer.call_at(when + 0.001, ran.append, "later")
-            await trio.sleep(1)
-    assert ran == []
-    assert timer.closed
-    assert pending.cancelled()
-    assert len(timer) == 0
-    with pytest.raises(RuntimeError, match="Timer is closed"):
-        timer.call_later(0, _noop)
-
-
-# -- the driver: no ticking, one wake-up per bucket, re-arming ---------------------------------
-
-
-async def test_the_driver_does_not_wake_for_timers_an_hour_away(virtual_time: None) -> None:
-    async with Timer(tick=TICK, wheel_size=64) as timer:
-        start = timer.time()
-        for i in range(10_000):
-            timer.call_later(3600 + i * 0.001, _noop)
-        await anyio.sleep(600)  # ten virtual minutes, not on the wheel
-        assert timer.time() == start + 600
-        stats = timer.stats()
-    assert stats.driver_wakeups == 0
-    assert stats.fired == 0
-    assert stats.pending == 10_000
-
-
-async def test_one_wakeup_per_non_empty_bucket(virtual_time: None) -> None:
-    async with Timer(tick=TICK) as timer:
-        fired = Fired(timer)
-        base = (math.floor(timer.time() / TICK) + 10) * TICK
-        # 100 timers within one tick: one bucket, one wake-up.
-        for i in range(100):
-            timer.call_at(base + 0.0001 + i * 0.000008, fired, i)  # ticks: base + 1
-        await anyio.sleep(base + 0.01 - timer.time())
-        assert timer.stats().driver_wakeups == 1
-        assert fired.labels == list(range(100))
-        # Five more buckets, some cancelled timers in a sixth: five wake-ups.
-        later = (math.floor(timer.time() / TICK) + 10) * TICK
-        for bucket in range(5):
-            for i in range(10):
-                timer.call_at(later + 0.0001 + bucket * 0.003 + i * 0.00005, fired, (bucket, i))
-        cancelled = [timer.call_at(later + 0.0205, fired, "cancelled") for _ in range(10)]
-        for handle in cancelled:
-            handle.cancel()
-        await anyio.sleep(later + 0.03 - timer.time())
-        stats = timer.stats()
-    assert stats.driver_wakeups == 1 + 5
-    assert stats.fired == 150
-
-
-async def test_the_driver_rearms_for_earlier_and_earlier_timers(backend_name: str) -> None:
-    exact = is_virtual(backend_name)
-    delays = [2.0, 1.0, 0.5, 0.25, 0.04, 0.02, 0.01, 0.005] if exact else [0.04, 0.02, 0.01]
-    async with Timer(tick=TICK) as timer:
-        fired = Fired(timer)
-        handles: dict[float, TimerHandle] = {}
-        for delay in delays:
-            handles[delay] = timer.call_later(delay, fired, delay)
-            await anyio.sleep(0)  # let the driver sleep on the current earliest timer
-        await timer.sleep_until(max(handle.when() for handle in handles.values()))
-    assert fired.labels == sorted(delays)
-    for delay, ran_at in fired.calls:
-        assert_on_time(handles[delay].when(), ran_at, exact=exact)
-
-
-# -- max_pending -------------------------------------------------------------------------------
-
-
-async def test_max_pending_refuses_beyond_the_limit_then_recovers() -> None:
-    assert issubclass(PendingLimitError, RuntimeError)
-    async with Timer(max_pending=3) as timer:
-        done = anyio.Event()
-        when = timer.time() + 0.002
-        handles = [timer.call_at(when, _noop) for _ in range(2)]
-        handles.append(timer.call_at(when, done.set))
-        message = re.escape("3 timers are pending, the limit is max_pending=3")
-        for schedule in [
-            partial(timer.call_later, 0.001, _noop),
-            partial(timer.call_at, timer.time(), _noop),
-            partial(timer.schedule, 0.001, _noop),
-            partial(timer.schedule_at, timer.time(), _noop),
-        ]:
-            with pytest.raises(PendingLimitError, match=message):
-                schedule()
-        with pytest.raises(PendingLimitError, match=message):
-            await timer.sleep(0.001)
-        assert len(timer) == 3
-
-        handles[0].cancel()  # a cancel frees a slot
-        handles[0] = timer.call_at(when, _noop)
-        with pytest.raises(PendingLimitError):
-            timer.call_at(when, _noop)
-
-        await done.wait()  # fired timers free their slots (all ran in done.set's batch)
-        assert len(timer) == 0
-        jobs = [timer.schedule(0.001, int, str(i)) for i in range(3)]
-        with pytest.raises(PendingLimitError):
-            timer.call_later(0, _noop)
-        assert [await job for job in jobs] == [0, 1, 2]
-        await timer.sleep(0)
-
-
-async def test_the_librarys_own_re_filing_is_never_refused_by_max_pending() -> None:
-    """``_refile_at``, the hook aiowheel.idle and aiowheel.timeouts re-file their entries with:
-    work already accepted must not be refused inside the driver's pass, where it would be lost.
-    """
-    async with Timer(max_pending=1) as timer:
-        fired = Fired(timer)
-        when = timer.time() + 0.002
-        timer.call_at(when, fired, "new work")
-        handle = timer._refile_at(when, fired, "re-filed")
-        assert isinstance(handle, TimerHandle) and handle.when() == when
-        assert len(timer) == 2
-        with pytest.raises(PendingLimitError):
-            timer.call_at(when, fired, "refused")
-        await anyio.sleep(0.005)
-        assert fired.labels == ["new work", "re-filed"]
-    with pytest.raises(RuntimeError, match="Timer is closed"):
-        timer._refile_at(1, _noop)
-
-
 # -- bad input ---------------------------------------------------------------------------------
 
 TIME_ARGUMENT_USERS: dict[str, Callable[[Timer, Any], object]] = {
-    "call_later": lambda timer, value: timer.call_later(value, _noop),
-    "call_at": lambda timer, value: timer.call_at(value, _noop),
-    "schedule": lambda timer, value: timer.schedule(value, _noop),
-    "schedule_at": lambda timer, value: timer.schedule_at(value, _noop),
+    "call_later": lambda timer, value: timer.call_later(value, noop),
+    "call_at": lambda timer, value: timer.call_at(value, noop),
+    "schedule": lambda timer, value: timer.schedule(value, noop),
+    "schedule_at": lambda timer, value: timer.schedule_at(value, noop),
     "sleep": lambda timer, value: timer.sleep(value),
     "sleep_until": lambda timer, value: timer.sleep_until(value),
 }
@@ -1767,85 +796,10 @@ async def test_coroutines_are_refused_as_callbacks(
 
 async def test_a_deadline_years_away_is_fine() -> None:
     async with Timer() as timer:
-        handle = timer.call_later(10 * 365 * 86400, _noop)
+        handle = timer.call_later(10 * 365 * 86400, noop)
         assert len(timer) == 1
         handle.cancel()
         assert len(timer) == 0
-
-
-# -- observability: stats, len, repr -----------------------------------------------------------
-
-
-async def test_stats_count_what_happened(virtual_time: None) -> None:
-    async with Timer(tick=TICK, wheel_size=64) as timer:
-        assert timer.stats() == TimerStats(
-            pending=0,
-            fired=0,
-            cancelled=0,
-            early=0,
-            max_lateness=0.0,
-            driver_wakeups=0,
-            levels=1,
-            lateness=LatenessHistogram(tuple((b, 0) for b in (*LATENESS_BOUNDS, math.inf)), 0.0),
-            pending_per_level=(0,),
-        )
-        fired = Fired(timer)
-        base = (math.floor(timer.time() / TICK) + 10) * TICK
-        whens = [base + 0.0005, base + 0.0006, base + 0.0009, base + 0.02]
-        for when in whens:
-            timer.call_at(when, fired, when)
-        timer.call_at(base + 0.03, fired).cancel()
-        timer.call_later(100, fired)  # 100 000 ticks away: level 2 of a 64-slot wheel
-        assert len(timer) == 5
-        await anyio.sleep(base + 0.05 - timer.time())
-        stats = timer.stats()
-
-    assert stats.pending == 1
-    assert stats.fired == 4
-    assert stats.cancelled == 1
-    assert stats.early == 0
-    # The largest (run time - deadline), exactly, and less than a tick.
-    assert stats.max_lateness == max(ran_at - when for when, ran_at in fired.calls)  # type: ignore[operator]
-    assert 0 < stats.max_lateness < TICK
-    assert stats.driver_wakeups == 2  # two non-empty buckets came due
-    assert stats.levels == 3
-    assert stats.pending_per_level == (0, 0, 1)
-    assert stats.lateness.count == stats.fired
-    assert timer.stats().cancelled == 2  # leaving cancelled the last one
-
-
-async def test_len_counts_pending_timers_and_jobs() -> None:
-    async with Timer() as timer:
-        assert len(timer) == 0
-        handle = timer.call_later(0.001, _noop)
-        job = timer.schedule(0.001, _noop)
-        far = timer.call_later(10, _noop)
-        assert len(timer) == 3
-        handle.cancel()
-        assert len(timer) == 2
-        await job
-        assert len(timer) == 1
-        far.cancel()
-        assert len(timer) == 0
-
-
-async def test_reprs() -> None:
-    timer = Timer(tick=0.002, wheel_size=16)
-    assert repr(timer) == "<Timer tick=0.002 wheel_size=16 idle pending=0>"
-    async with timer:
-        when = timer.time() + 5
-        handle = timer.call_at(when, _noop)
-        assert repr(timer) == "<Timer tick=0.002 wheel_size=16 running pending=1>"
-        assert repr(handle).startswith(f"<TimerHandle when={when!r} pending <function _noop")
-        handle.cancel()
-        assert repr(handle) == f"<TimerHandle when={when!r} cancelled None>"
-        done = timer.call_at(when - 10, _noop)
-        job = timer.schedule_at(when, _noop)
-        assert repr(job).startswith(f"<Job when={when!r} pending <function _noop")
-        await timer.sleep(0)
-        assert repr(done).startswith(f"<TimerHandle when={when - 10!r} done ")
-    assert repr(timer) == "<Timer tick=0.002 wheel_size=16 closed pending=0>"
-    assert repr(job).startswith(f"<Job when={when!r} cancelled ")
 
 
 async def test_a_time_too_large_for_a_float_is_a_value_error() -> None:
