@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-import sniffio
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from support import jump
 from twins import IMPLS, load_impl, selected_impl
 
 from aiowheel import PendingLimitError, Timer
@@ -50,18 +50,6 @@ TICK = 0.25
 def expiry(t: float, timeout: float, tick: float) -> float:
     """The rule as the module documents it: ``t + timeout`` rounded up to a multiple of tick."""
     return float(ceil_rule(t + timeout, tick))
-
-
-def jump(seconds: float) -> None:
-    """Move the virtual clock forward now, without letting the driver (or anything) run."""
-    if sniffio.current_async_library() == "trio":
-        import trio
-
-        trio.lowlevel.current_clock().jump(seconds)  # type: ignore[attr-defined]
-    else:
-        loop = asyncio.get_running_loop()
-        assert isinstance(loop, VirtualTimeLoop)
-        loop.advance(seconds)
 
 
 def available_twins() -> list[Impl]:

@@ -1,7 +1,7 @@
 """Tests of the wheel-backed event loop (aiowheel.loop).
 
 The timer contract is tested on both variants: the selector loop in virtual time (see
-VirtualLoop, below; exact, no tolerances) and uvloop with small real delays, where only
+``support.VirtualLoop``; exact, no tolerances) and uvloop with small real delays, where only
 order, never-early and completion are asserted, never an upper time bound. The compatibility
 tests run real asyncio, websockets and anyio code and the idle-expiry example unchanged on real
 loops, on 127.0.0.1 only.
@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from waiting import HANG, run_until
+from support import HANG, START, VirtualLoop, make_loop, needs_uvloop, run_until
 
 import aiowheel
 import aiowheel.loop
@@ -41,46 +41,16 @@ from aiowheel.loop import (
     new_uvloop_event_loop,
 )
 from aiowheel.loop._selector import WheelEventLoop
-from aiowheel.testing import VirtualTimeLoop
 
 try:
     import uvloop
 except ImportError:  # pragma: no cover - uvloop is in the dev extra
     uvloop = None
 
-needs_uvloop = pytest.mark.skipif(uvloop is None, reason="uvloop is not installed")
-
 T = TypeVar("T")
 
 TICK = 0.001
 REPO = Path(__file__).resolve().parent.parent
-# A start far from 0, as a real monotonic clock is, so that float rounding is exercised.
-START = 1000.0
-
-
-class VirtualLoop(WheelEventLoop, VirtualTimeLoop):
-    """The wheel-backed selector loop on aiowheel.testing's virtual clock.
-
-    When the loop would block for its next timer (the wheel's driver included), the clock jumps
-    exactly to it, so timing assertions need no tolerance. ``waits`` records each jump.
-    """
-
-    def __init__(self, *, start: float = START, **options: Any) -> None:
-        # VirtualTimeLoop sets up the selector loop and the clock; then the wheel, which reads it.
-        VirtualTimeLoop.__init__(self, start)
-        self._init_wheel(**options)
-        self.waits: list[float] = []
-
-    def _jump(self, timeout: float) -> None:
-        self.waits.append(timeout)
-        super()._jump(timeout)
-
-
-def make_loop(kind: str, **options: Any) -> WheelLoop:
-    """A fresh loop of ``kind``: "virtual" (selector, virtual time), "asyncio" or "uvloop"."""
-    if kind == "virtual":
-        return VirtualLoop(**options)
-    return (new_uvloop_event_loop if kind == "uvloop" else new_event_loop)(**options)
 
 
 def run(main: Coroutine[Any, Any, T], *, uvloop: bool, debug: bool | None = None) -> T:

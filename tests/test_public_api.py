@@ -20,7 +20,7 @@ from typing import Any, get_type_hints
 
 import anyio
 import pytest
-from waiting import HANG
+from support import HANG
 
 import aiowheel
 import aiowheel.loop
