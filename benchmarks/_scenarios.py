@@ -8,7 +8,7 @@ scenario at one size, so no variant inherits another's heap, caches or garbage.
 
 A :class:`Variant` says which event loop it runs on and, if it uses aiowheel, which wheel: the
 suite sets ``AIOWHEEL_NO_EXTENSIONS=1`` in the child's environment for ``pure`` and removes it
-for ``compiled``, and the child checks that :data:`aiowheel._impl.COMPILED` agrees before it
+for ``compiled``, and the child checks that :data:`aiowheel.CORE` agrees before it
 measures anything.
 
 CPU figures are ``time.process_time()`` deltas of the child, divided by the operation count;
@@ -232,12 +232,12 @@ def _check_wheel(variant: Variant) -> None:
     """Refuse to measure a variant on the wrong wheel (a mislabelled row is worse than none)."""
     if variant.wheel is None:
         return
-    from aiowheel._impl import COMPILED
+    import aiowheel
 
-    if (variant.wheel == "compiled") != COMPILED:
+    if variant.wheel != aiowheel.CORE:
         raise RuntimeError(
             f"{variant.name!r} expects the {variant.wheel} wheel, "
-            f"but aiowheel selected the {'compiled' if COMPILED else 'pure'} one"
+            f"but aiowheel selected the {aiowheel.CORE} one"
         )
 
 

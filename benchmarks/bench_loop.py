@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import random
 import re
@@ -67,8 +68,8 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from aiowheel._impl import COMPILED
-from aiowheel.loop import WheelLoop, new_event_loop
+import aiowheel
+from aiowheel.loop import WheelLoop, new_event_loop, new_uvloop_event_loop
 
 VARIANTS = ["asyncio", "asyncio+wheel", "uvloop", "uvloop+wheel"]
 PAIRS = [("asyncio", "asyncio+wheel"), ("uvloop", "uvloop+wheel")]
@@ -81,7 +82,9 @@ def make_loop(variant: str) -> asyncio.AbstractEventLoop:
         import uvloop
 
         return uvloop.new_event_loop()
-    return new_event_loop(uvloop=variant == "uvloop+wheel")
+    if variant == "uvloop+wheel":
+        return new_uvloop_event_loop()
+    return new_event_loop()
 
 
 async def short_await() -> None:
@@ -244,7 +247,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
             result["rss_growth_kib"] = peak - rss_before
         if isinstance(loop, WheelLoop):
-            result["stats"] = loop.wheel_stats()._asdict()
+            result["stats"] = dataclasses.asdict(loop.wheel_stats())
         return result
     finally:
         loop.close()
@@ -305,7 +308,7 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
             f"{args.n:,} request tasks x {args.requests} requests (asyncio.timeout + "
             f"asyncio.wait_for each) + {args.n:,} sleeping tasks"
         )
-    wheel = "compiled" if COMPILED else "pure Python (AIOWHEEL_NO_EXTENSIONS)"
+    wheel = "compiled" if aiowheel.CORE == "compiled" else "pure Python (AIOWHEEL_NO_EXTENSIONS)"
     print(f"n = {args.n:,}: {shape}; medians of {args.rounds} round(s); the wheel: {wheel}")
     header = (
         f"{'variant':<15}{'CPU s':>9}{'(min-max)':>15}{'peak RSS MiB':>14}{'tracemalloc MiB':>17}"
@@ -378,7 +381,7 @@ def instructions(args: argparse.Namespace, variant: str, workload: str, n: int) 
 
 def callgrind_report(args: argparse.Namespace, variants: list[str]) -> None:
     """Instructions per operation, by the n / 2n difference, for each workload and variant."""
-    wheel = "compiled" if COMPILED else "pure Python (AIOWHEEL_NO_EXTENSIONS)"
+    wheel = "compiled" if aiowheel.CORE == "compiled" else "pure Python (AIOWHEEL_NO_EXTENSIONS)"
     print(f"instructions per operation (callgrind, n = {args.n:,} and {2 * args.n:,}); {wheel}")
     header = f"{'workload':<10}" + "".join(f"{variant:>16}" for variant in variants)
     print(header)

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import datetime
 import importlib.metadata
 import json
@@ -106,10 +107,10 @@ def loop_stats() -> dict[str, Any]:
 
     loop = asyncio.get_running_loop()
     stats: dict[str, Any] = {"loop": type(loop).__name__}
-    for field in WheelStats._fields:
-        stats[field] = None
+    for field in dataclasses.fields(WheelStats):
+        stats[field.name] = None
     if isinstance(loop, WheelLoop):
-        stats.update(loop.wheel_stats()._asdict())
+        stats.update(dataclasses.asdict(loop.wheel_stats()))
     return stats
 
 
@@ -533,7 +534,7 @@ def version_of(distribution: str) -> str:
 
 
 def environment() -> dict[str, str]:
-    from aiowheel._impl import COMPILED
+    import aiowheel
 
     return {
         "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
@@ -542,7 +543,7 @@ def environment() -> dict[str, str]:
         "uvicorn": version_of("uvicorn"),
         "websockets": version_of("websockets"),
         "uvloop": version_of("uvloop"),
-        "wheel": "compiled" if COMPILED else "pure Python",
+        "wheel": "compiled" if aiowheel.CORE == "compiled" else "pure Python",
     }
 
 

@@ -18,6 +18,7 @@ import platform
 import sys
 
 import aiowheel
+import aiowheel.loop
 
 CORES = ("compiled", "pure")
 
@@ -52,7 +53,8 @@ def check(expected: str) -> None:
         fired.append(await done)
 
     asyncio.run(on_a_timer())
-    aiowheel.run(on_the_wheel_loop())
+    with asyncio.Runner(loop_factory=aiowheel.loop.new_event_loop) as runner:
+        runner.run(on_the_wheel_loop())
     if fired != ["job", "call_later", "wheel loop"]:
         raise SystemExit(f"smoke test: the timers ran as {fired!r}")
     print(f"aiowheel {aiowheel.__version__}, {aiowheel.CORE} core, {python}: smoke test passed")

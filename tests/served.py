@@ -9,13 +9,15 @@ name; the in-process tests import the same objects.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from uvicorn_worker import UvicornWorker
 
-from aiowheel.loop import WheelLoop, loop_factory
+from aiowheel.loop import WheelLoop, new_event_loop
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -23,14 +25,14 @@ Message = MutableMapping[str, Any]
 
 #: ``--loop served:coarse_wheel_loop``: a wheel loop with options other than the defaults, the
 #: way docs/servers.md tells users to pass options through a ``module:callable`` flag.
-coarse_wheel_loop = loop_factory(tick=0.005, min_delay=0.02)
+coarse_wheel_loop = functools.partial(new_event_loop, tick=0.005, min_delay=0.02)
 
 
 def loop_report() -> dict[str, Any]:
     """The running loop's class, whether it is a wheel loop, its tick and its wheel counters."""
     loop = asyncio.get_running_loop()
     if isinstance(loop, WheelLoop):
-        stats = loop.wheel_stats()._asdict()
+        stats = dataclasses.asdict(loop.wheel_stats())
         return {"loop": type(loop).__name__, "wheel": True, "tick": loop.wheel.tick, "stats": stats}
     return {"loop": type(loop).__name__, "wheel": False, "tick": None, "stats": None}
 

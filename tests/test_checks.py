@@ -33,8 +33,8 @@ from aiowheel._checks import (
     check_ticks,
     deadline_after,
 )
-from aiowheel.loop import WheelEventLoop, loop_factory, new_event_loop
-from aiowheel.loop import run as run_on_wheel_loop
+from aiowheel.loop import new_event_loop, new_uvloop_event_loop
+from aiowheel.loop._selector import WheelEventLoop
 from aiowheel.testing import VirtualTimeLoop, run
 
 if TYPE_CHECKING:
@@ -409,18 +409,9 @@ def test_idle_timeout_numbers() -> None:
 # -- the wheel-backed loop -------------------------------------------------------------------------
 
 
-def run_nothing(**options: Any) -> None:
-    coroutine = asyncio.sleep(0)
-    try:
-        run_on_wheel_loop(coroutine, **options)
-    finally:
-        coroutine.close()
-
-
 LOOP_FACTORIES: dict[str, Callable[..., object]] = {
     "new_event_loop": new_event_loop,
-    "loop_factory": loop_factory,
-    "run": run_nothing,
+    "new_uvloop_event_loop": new_uvloop_event_loop,
 }
 
 
@@ -429,6 +420,8 @@ LOOP_FACTORIES: dict[str, Callable[..., object]] = {
 def test_loop_options_refuse_a_huge_int_by_name(factory: str, option: str) -> None:
     """Regression: tick and min_delay gave OverflowError, wheel_size OverflowError or
     MemoryError."""
+    if factory == "new_uvloop_event_loop":
+        pytest.importorskip("uvloop")
     with pytest.raises(ValueError, match=rf"{option} {names(HUGE)} is too large"):
         LOOP_FACTORIES[factory](**{option: HUGE})
 

@@ -14,7 +14,8 @@ into one session. Conventions, written next to the block on the page:
 Time is virtual: while the blocks run, ``asyncio.run`` is :func:`aiowheel.testing.run` (a loop
 whose clock jumps to the next timer) and ``trio.run`` gets ``MockClock(autojump_threshold=0)``,
 so an example that waits an hour takes milliseconds and the times it prints are exact. Blocks on
-the wheel-backed loop (``aiowheel.loop.run``) run in real time and keep their waits short.
+the wheel-backed loop (``asyncio.Runner(loop_factory=aiowheel.loop.new_event_loop)``) run in
+real time and keep their waits short.
 
 A failure names the page, the block's line and what went wrong. The docstring examples shown in
 the API reference run here too, with :mod:`doctest`.

@@ -10,10 +10,11 @@ runs, nothing pending is left behind) or is closed and says so at the next use.
 * :data:`INTERRUPTING` -- the same raising KeyboardInterrupt or SystemExit: on asyncio and uvloop
   the interrupt leaves the loop once and the Timer keeps working, as with ``loop.call_later``; on
   trio it ends the block that entered the Timer (bare, not in an exception group), which closes
-  the Timer;
+  the Timer; next to it, a SystemExit leaves ``asyncio.Runner.run`` once;
 * :data:`REENTRANT` -- calls from inside callbacks: cancel, schedule, touch, discard, close;
 * :data:`LIMITS` -- ``max_pending`` reached from outside and inside the driver: new work is
-  refused at the call that asks for it, the library's own re-filing never;
+  refused at the call that asks for it, the library's own re-filing never; next to it, every
+  scheduling call refused with the message naming the limit, and the slots freed again;
 * :data:`CLOSING` -- closing from every place a user could;
 * :data:`EAGER_CLOSING` -- closing from a task that starts eagerly, in the middle of the
   driver's pass (Python 3.12's ``asyncio.eager_task_factory``): the rest of the batch never
@@ -32,49 +33,43 @@ from __future__ import annotations
 import asyncio
 import copy
 import gc
+import logging
 import math
 import pickle
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import cache, partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 import pytest
-from test_loop import VirtualLoop, make_loop, needs_uvloop
-from test_timer import cancellation, running_tasks
-from waiting import HANG
+from support import (
+    HANG,
+    Boom,
+    Fatal,
+    Fired,
+    VirtualLoop,
+    cancellation,
+    make_loop,
+    needs_uvloop,
+    noop,
+    raise_,
+    raise_soon,
+    running_tasks,
+)
 
 from aiowheel import PendingLimitError, Timer
 from aiowheel.idle import IdleTimeouts
 from aiowheel.loop import LoopTimerHandle
 from aiowheel.testing import VirtualTimeLoop, run
 
+if TYPE_CHECKING:
+    from twins import Impl
+
 # Every test on both twins of the cores (the `core` fixture, see conftest.py).
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("core")]
-
-
-class Boom(Exception):
-    pass
-
-
-class Fatal(BaseException):
-    """Neither an Exception nor an interrupt."""
-
-
-def raise_(exc_type: type[BaseException], *args: Any) -> None:
-    raise exc_type
-
-
-async def raise_soon(exc_type: type[BaseException], *args: Any) -> None:
-    await anyio.sleep(0)
-    raise exc_type
-
-
-def _noop(*args: Any) -> None:
-    return None
 
 
 def raising_on_expire(
@@ -212,19 +207,21 @@ INTERRUPTING = [
 
 
 def _arm_fault(timer: Timer, entry: str, exc_type: type[BaseException], ran: list[str]) -> Any:
-    """Make ``entry`` raise ``exc_type`` 2 ms from now; return the IdleTimeouts, if any."""
+    """Make ``entry`` raise ``exc_type`` 2 ms from now -- a callback or a job between one timer
+    "before" it and one in the "same batch" after it; return the IdleTimeouts, if any."""
     when = timer.time() + 0.002
-    if entry in ("callback", "exception_handler"):
-        timer.call_at(when, raise_, exc_type if entry == "callback" else Boom)
-    elif entry == "plain job":
-        timer.schedule_at(when, raise_, exc_type)
-    elif entry == "coroutine job":
-        timer.schedule_at(when, raise_soon, exc_type)
-    else:
+    if entry.endswith("on_expire"):
         idle = IdleTimeouts(timer, 0.002, raising_on_expire(entry, ran, "interrupting", exc_type))
         for key in ("first", "interrupting", "last"):
             idle.touch(key)
         return idle
+    timer.call_at(when, ran.append, "before")
+    if entry in ("callback", "exception_handler"):
+        timer.call_at(when, raise_, exc_type if entry == "callback" else Boom)
+    elif entry == "plain job":
+        timer.schedule_at(when, raise_, exc_type)
+    else:
+        timer.schedule_at(when, raise_soon, exc_type)
     timer.call_at(when, ran.append, "same batch")
     return None
 
@@ -262,11 +259,17 @@ def test_interrupting_on_asyncio(
         timer.call_later(0.004, ran.append, "later")
         with pytest.raises(exc_type):
             loop.run_until_complete(asyncio.sleep(5))  # ends at the interrupt
+        if entry == "callback":
+            assert ran == ["before"]  # the interrupt left at once, as asyncio's does
         timer.call_later(0.001, ran.append, "after recovery")
         # Once: no second interrupt. (The bound turns a dead driver into a failure, not a hang.)
         loop.run_until_complete(asyncio.wait_for(timer.sleep(0.01), HANG))
         expected_ran = ["after recovery", "later"]
-        expected_ran += ["same batch"] if idle is None else ["first", "interrupting", "last"]
+        if idle is None:
+            assert ran[:2] == ["before", "same batch"]  # the rest of the batch first
+            expected_ran += ["before", "same batch"]
+        else:
+            expected_ran += ["first", "interrupting", "last"]
         assert sorted(ran) == sorted(expected_ran)  # nothing lost, nothing twice
         assert len(timer) == 0 and (idle is None or len(idle) == 0)
         loop.run_until_complete(timer.aclose())  # does not raise the interrupt again
@@ -292,7 +295,48 @@ async def test_interrupting_on_trio(
     assert "later" not in ran and later.cancelled()
     assert timer.closed and len(timer) == 0
     with pytest.raises(RuntimeError, match="Timer is closed"):
-        timer.call_later(0, _noop)
+        timer.call_later(0, noop)
+
+
+def new_loop(loop_name: str) -> asyncio.AbstractEventLoop:
+    """A fresh event loop to drive by hand: asyncio in virtual time, or uvloop."""
+    if loop_name == "uvloop":
+        uvloop = pytest.importorskip("uvloop")
+        return uvloop.new_event_loop()  # type: ignore[no-any-return]
+    return VirtualTimeLoop()
+
+
+@pytest.mark.parametrize("loop_name", ["asyncio", "uvloop"])
+@pytest.mark.parametrize("source", ["callback", "coroutine job"])
+def test_system_exit_from_a_callback_leaves_asyncio_run_once(
+    loop_name: str, source: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    closed: list[bool] = []
+
+    async def exiting_coroutine() -> None:
+        raise SystemExit(3)
+
+    async def main() -> None:
+        timer = Timer()
+        try:
+            async with timer:
+                if source == "callback":
+                    timer.call_later(0.001, raise_, SystemExit(3))
+                else:
+                    timer.schedule(0.001, exiting_coroutine)
+                await asyncio.sleep(HANG)  # ends at the SystemExit
+        finally:
+            closed.append(timer.closed)
+
+    runner = asyncio.Runner(loop_factory=partial(new_loop, loop_name))
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        with pytest.raises(SystemExit) as info:
+            runner.run(main())
+        assert info.value.code == 3
+        runner.close()  # cancels main(), which closes the Timer: no second SystemExit
+        gc.collect()
+    assert closed == [True]
+    assert [record.getMessage() for record in caplog.records] == []
 
 
 # -- re-entrant calls from inside callbacks -----------------------------------------------------
@@ -498,7 +542,7 @@ async def _call_later_in_callback(timer: Timer, events: list[str]) -> None:
 
 
 async def _schedule_and_sleep(timer: Timer, events: list[str]) -> None:
-    for attempt in (partial(timer.schedule, 0, _noop), partial(timer.sleep, 0)):
+    for attempt in (partial(timer.schedule, 0, noop), partial(timer.sleep, 0)):
         try:
             result = attempt()
             if asyncio.iscoroutine(result):
@@ -539,8 +583,8 @@ async def _idle_refiles_at_the_limit(timer: Timer, events: list[str]) -> None:
 
 async def _timeout_moved_later_at_the_limit(timer: Timer, events: list[str]) -> None:
     def fill_up() -> None:  # runs just before the Timeout's entry fires, in its batch
-        timer.call_later(1, _noop)
-        timer.call_later(1, _noop)
+        timer.call_later(1, noop)
+        timer.call_later(1, noop)
 
     timer.call_later(0.002, fill_up)
     async with timer.move_on_after(0.002) as scope:
@@ -610,12 +654,65 @@ async def test_limits(backend_name: str, row: Limit) -> None:
     events: list[str] = []
     handler = lambda context: reported.append(type(context["exception"]))  # noqa: E731
     async with Timer(max_pending=2, exception_handler=handler) as timer:
-        blockers = [timer.call_later(0.05, _noop) for _ in range(2)]
+        blockers = [timer.call_later(0.05, noop) for _ in range(2)]
         for blocker in blockers[: row.room]:
             blocker.cancel()
         await row.scenario(timer, events)
     assert events == row.expected
     assert reported == row.reported
+
+
+async def test_max_pending_refuses_beyond_the_limit_then_recovers() -> None:
+    assert issubclass(PendingLimitError, RuntimeError)
+    async with Timer(max_pending=3) as timer:
+        done = anyio.Event()
+        when = timer.time() + 0.002
+        handles = [timer.call_at(when, noop) for _ in range(2)]
+        handles.append(timer.call_at(when, done.set))
+        message = re.escape("3 timers are pending, the limit is max_pending=3")
+        for schedule in [
+            partial(timer.call_later, 0.001, noop),
+            partial(timer.call_at, timer.time(), noop),
+            partial(timer.schedule, 0.001, noop),
+            partial(timer.schedule_at, timer.time(), noop),
+        ]:
+            with pytest.raises(PendingLimitError, match=message):
+                schedule()
+        with pytest.raises(PendingLimitError, match=message):
+            await timer.sleep(0.001)
+        assert len(timer) == 3
+
+        handles[0].cancel()  # a cancel frees a slot
+        handles[0] = timer.call_at(when, noop)
+        with pytest.raises(PendingLimitError):
+            timer.call_at(when, noop)
+
+        await done.wait()  # fired timers free their slots (all ran in done.set's batch)
+        assert len(timer) == 0
+        jobs = [timer.schedule(0.001, int, str(i)) for i in range(3)]
+        with pytest.raises(PendingLimitError):
+            timer.call_later(0, noop)
+        assert [await job for job in jobs] == [0, 1, 2]
+        await timer.sleep(0)
+
+
+async def test_the_librarys_own_re_filing_is_never_refused_by_max_pending(impl: Impl) -> None:
+    """``refile_at``, the hook aiowheel.idle and aiowheel.timeouts re-file their entries with:
+    work already accepted must not be refused inside the driver's pass, where it would be lost.
+    """
+    async with Timer(max_pending=1) as timer:
+        fired = Fired(timer)
+        when = timer.time() + 0.002
+        timer.call_at(when, fired, "new work")
+        handle = timer.refile_at(when, fired, "re-filed")
+        assert isinstance(handle, impl.TimerHandle) and handle.when() == when
+        assert len(timer) == 2
+        with pytest.raises(PendingLimitError):
+            timer.call_at(when, fired, "refused")
+        await anyio.sleep(0.005)
+        assert fired.labels == ["new work", "re-filed"]
+    with pytest.raises(RuntimeError, match="Timer is closed"):
+        timer.refile_at(1, noop)
 
 
 # -- closing from every place a user could --------------------------------------------------------
@@ -712,7 +809,7 @@ async def test_closing(backend_name: str, closer: Closer) -> None:
             await running
         await anyio.sleep(0.02)  # the block was not cancelled; the pending timer never runs
         with pytest.raises(RuntimeError, match="Timer is closed"):
-            timer.call_later(0, _noop)
+            timer.call_later(0, noop)
     assert ran == []
     assert reported == []
     assert running_tasks(backend_name) == before

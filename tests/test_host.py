@@ -1,7 +1,7 @@
-"""The host interface (:class:`aiowheel.timer.TimerHost`) and the Timer's choice of core.
+"""The host interface (:class:`aiowheel.TimerHost`) and the Timer's choice of core.
 
 The features built on a Timer -- idle expiry, timeouts -- use it only through
-:class:`~aiowheel.timer.TimerHost`; these tests hold the Timer to it, name by name and behaviour
+:class:`~aiowheel.TimerHost`; these tests hold the Timer to it, name by name and behaviour
 by behaviour, on both twins of the core (``core`` fixture), and check ``Timer(core=...)``.
 """
 

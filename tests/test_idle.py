@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
-import sniffio
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from support import jump
 from twins import IMPLS, load_impl, selected_impl
 
 from aiowheel import PendingLimitError, Timer
@@ -53,18 +53,6 @@ def expiry(t: float, timeout: float, tick: float) -> float:
     return float(ceil_rule(t + timeout, tick))
 
 
-def jump(seconds: float) -> None:
-    """Move the virtual clock forward now, without letting the driver (or anything) run."""
-    if sniffio.current_async_library() == "trio":
-        import trio
-
-        trio.lowlevel.current_clock().jump(seconds)  # type: ignore[attr-defined]
-    else:
-        loop = asyncio.get_running_loop()
-        assert isinstance(loop, VirtualTimeLoop)
-        loop.advance(seconds)
-
-
 def available_twins() -> list[Impl]:
     """The idle core's twins this process can run: the pure one, and the compiled one when
     :mod:`aiowheel._impl` selected it (it is built and not switched off)."""
@@ -73,7 +61,7 @@ def available_twins() -> list[Impl]:
 
 
 class HandClockHost:
-    """A :class:`aiowheel.timer.TimerHost` whose clock is a number the test sets, the rest its
+    """A :class:`aiowheel.TimerHost` whose clock is a number the test sets, the rest its
     Timer's: the host interface is all an idle core may use, so this is all it can tell."""
 
     def __init__(self, timer: Timer) -> None:

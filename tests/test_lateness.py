@@ -19,8 +19,8 @@ from typing import Any
 
 import anyio
 import pytest
-from test_idle import jump
-from twins import Impl
+from support import jump
+from twins import Impl, load_impl
 
 from aiowheel import LatenessHistogram, Timer, TimerStats
 from aiowheel._lateness import CLOCK_STRIDE, LATENESS_BOUNDS, LATENESS_BUCKETS, lateness_bucket
@@ -263,8 +263,6 @@ def test_the_twins_count_the_same_random_passes() -> None:
     ]
     outcomes = []
     for name in ("pure", "compiled"):
-        from tests.conftest import load_impl
-
         impl = load_impl(name)
         clock = HandClock(100.0)
         core = running_core(impl, clock)

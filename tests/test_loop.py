@@ -1,7 +1,7 @@
 """Tests of the wheel-backed event loop (aiowheel.loop).
 
 The timer contract is tested on both variants: the selector loop in virtual time (see
-VirtualLoop, below; exact, no tolerances) and uvloop with small real delays, where only
+``support.VirtualLoop``; exact, no tolerances) and uvloop with small real delays, where only
 order, never-early and completion are asserted, never an upper time bound. The compatibility
 tests run real asyncio, websockets and anyio code and the idle-expiry example unchanged on real
 loops, on 127.0.0.1 only.
@@ -10,6 +10,7 @@ loops, on 127.0.0.1 only.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import importlib.util
 import logging
@@ -21,64 +22,42 @@ import sys
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from waiting import HANG, run_until
+from support import HANG, START, VirtualLoop, make_loop, needs_uvloop, run_until
 
-import aiowheel._impl
+import aiowheel
 import aiowheel.loop
 from aiowheel.loop import (
     FAR_DELAY,
     LoopTimerHandle,
-    WheelEventLoop,
     WheelLoop,
-    loop_factory,
     new_event_loop,
-    run,
+    new_uvloop_event_loop,
 )
-from aiowheel.testing import VirtualTimeLoop
+from aiowheel.loop._selector import WheelEventLoop
 
 try:
     import uvloop
 except ImportError:  # pragma: no cover - uvloop is in the dev extra
     uvloop = None
 
-needs_uvloop = pytest.mark.skipif(uvloop is None, reason="uvloop is not installed")
+T = TypeVar("T")
 
 TICK = 0.001
 REPO = Path(__file__).resolve().parent.parent
-# A start far from 0, as a real monotonic clock is, so that float rounding is exercised.
-START = 1000.0
 
 
-class VirtualLoop(WheelEventLoop, VirtualTimeLoop):
-    """The wheel-backed selector loop on aiowheel.testing's virtual clock.
-
-    When the loop would block for its next timer (the wheel's driver included), the clock jumps
-    exactly to it, so timing assertions need no tolerance. ``waits`` records each jump.
-    """
-
-    def __init__(self, *, start: float = START, **options: Any) -> None:
-        # VirtualTimeLoop sets up the selector loop and the clock; then the wheel, which reads it.
-        VirtualTimeLoop.__init__(self, start)
-        self._init_wheel(**options)
-        self.waits: list[float] = []
-
-    def _jump(self, timeout: float) -> None:
-        self.waits.append(timeout)
-        super()._jump(timeout)
-
-
-def make_loop(kind: str, **options: Any) -> WheelLoop:
-    """A fresh loop of ``kind``: "virtual" (selector, virtual time), "asyncio" or "uvloop"."""
-    if kind == "virtual":
-        return VirtualLoop(**options)
-    return new_event_loop(uvloop=kind == "uvloop", **options)
+def run(main: Coroutine[Any, Any, T], *, uvloop: bool, debug: bool | None = None) -> T:
+    """Run ``main`` on a new wheel-backed loop, the documented way: asyncio's Runner."""
+    factory = new_uvloop_event_loop if uvloop else new_event_loop
+    with asyncio.Runner(debug=debug, loop_factory=factory) as runner:
+        return runner.run(main)
 
 
 @pytest.fixture(params=["virtual", pytest.param("uvloop", marks=needs_uvloop)])
@@ -137,7 +116,7 @@ def test_default_loop_is_asyncios_selector_loop_with_a_wheel() -> None:
 
 @needs_uvloop
 def test_uvloop_variant_is_a_uvloop_loop() -> None:
-    loop = new_event_loop(uvloop=True, tick=0.002, wheel_size=32, min_delay=0.01)
+    loop = new_uvloop_event_loop(tick=0.002, wheel_size=32, min_delay=0.01)
     try:
         assert isinstance(loop, uvloop.Loop)
         assert isinstance(loop, WheelLoop)
@@ -152,13 +131,11 @@ def test_missing_uvloop_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
     aiowheel.loop._uvloop_class.cache_clear()
     monkeypatch.setitem(sys.modules, "uvloop", None)  # makes `import uvloop` fail
     try:
+        # It says which extra, and where to go without it.
+        with pytest.raises(ImportError, match=r"pip install 'aiowheel\[uvloop\]'.*new_event_loop"):
+            new_uvloop_event_loop()
         with pytest.raises(ImportError, match=re.escape("pip install 'aiowheel[uvloop]'")):
-            new_event_loop(uvloop=True)
-        with pytest.raises(ImportError, match="uvloop"):
-            loop_factory(uvloop=True)
-        # The zero-argument factory says which extra, and where to go without it.
-        with pytest.raises(ImportError, match=r"aiowheel\[uvloop\].*new_event_loop"):
-            aiowheel.loop.new_uvloop_event_loop()
+            new_uvloop_event_loop(tick=0.002)
     finally:
         aiowheel.loop._uvloop_class.cache_clear()
 
@@ -167,11 +144,11 @@ def test_new_uvloop_event_loop_is_the_uvloop_twin_with_the_defaults() -> None:
     pytest.importorskip("uvloop")
     import uvloop
 
-    loop = aiowheel.loop.new_uvloop_event_loop()
+    loop = new_uvloop_event_loop()
     try:
         assert isinstance(loop, uvloop.Loop)
         assert isinstance(loop, WheelLoop)
-        reference = new_event_loop(uvloop=True)
+        reference = new_event_loop()
         try:
             assert (loop.wheel.tick, loop.wheel.wheel_size, loop.min_delay) == (
                 reference.wheel.tick,
@@ -199,38 +176,10 @@ def test_new_uvloop_event_loop_is_the_uvloop_twin_with_the_defaults() -> None:
 def test_bad_options_are_refused_by_name(
     options: dict[str, Any], error: type[Exception], message: str
 ) -> None:
-    with pytest.raises(error, match=re.escape(message)):
-        loop_factory(**options)
-    with pytest.raises(error, match=re.escape(message)):
-        new_event_loop(**options)
-
-
-def test_a_loop_factory_makes_loops_and_says_so_when_used_as_one() -> None:
-    factory = loop_factory(tick=0.002)
-    assert factory == loop_factory(tick=0.002) and hash(factory) == hash(loop_factory(tick=0.002))
-    assert factory != loop_factory(tick=0.004)
-    assert repr(factory) == (
-        "aiowheel.loop.loop_factory(uvloop=False, tick=0.002, wheel_size=64, min_delay=None)"
-    )
-    loop = factory()
-    try:
-        assert isinstance(loop, WheelLoop) and loop.wheel.tick == 0.002
-    finally:
-        loop.close()
-    # What uvicorn does with `--loop aiowheel.loop:loop_factory`: it calls the name with no
-    # argument and uses the result as a loop. The error says what to name instead.
-    not_a_loop: Any = loop_factory()
-    with pytest.raises(
-        AttributeError,
-        match=r"is a loop factory, not an event loop .*"
-        r"no 'run_until_complete'.*aiowheel.loop:new_event_loop",
-    ):
-        _ = not_a_loop.run_until_complete
-    never_run = asyncio.sleep(0)
-    with pytest.raises(AttributeError, match="is a loop factory"):
-        asyncio.Runner(loop_factory=loop_factory).run(never_run)
-    never_run.close()
-    assert not hasattr(factory, "__wrapped__")  # dunder probes get the plain error
+    makers = [new_event_loop] + ([new_uvloop_event_loop] if uvloop is not None else [])
+    for make in makers:
+        with pytest.raises(error, match=re.escape(message)):
+            make(**options)
 
 
 # -- the timer contract ----------------------------------------------------------------------
@@ -393,7 +342,7 @@ def test_handles_behave_as_asyncio_timer_handles(loop: WheelLoop) -> None:
     assert isinstance(handle, LoopTimerHandle)
     # The pure handle is an asyncio.TimerHandle; the compiled one, a C object, has its API but
     # is not one, as uvloop's handles are not (docs/loop.md's table says so).
-    assert isinstance(handle, asyncio.TimerHandle) is not aiowheel._impl.COMPILED
+    assert isinstance(handle, asyncio.TimerHandle) is (aiowheel.CORE == "pure")
     assert handle.when() == when
     assert handle < later and handle <= later and later > handle and later >= handle
     assert handle != later
@@ -606,7 +555,7 @@ def test_uvloop_delays_are_whole_milliseconds_at_or_after_when(now_ms: int) -> N
 def test_uvloop_driver_is_armed_for_the_buckets_millisecond() -> None:
     # The regression: ceil((deadline - time()) * 1000) made 22.000000000048203 ms into 23, so
     # about half the drivers, and every timer of their buckets, ran a millisecond late.
-    loop = new_event_loop(uvloop=True)
+    loop = new_uvloop_event_loop()
     checked = 0
     try:
         for step in range(1, 400):
@@ -705,7 +654,7 @@ def test_the_timers_backend_counts_a_uvloop_subclass_as_uvloop() -> None:
     class MyUVLoop(uvloop.Loop):  # type: ignore[misc,name-defined]
         pass
 
-    for loop in (new_event_loop(uvloop=True), MyUVLoop(), uvloop.new_event_loop()):
+    for loop in (new_uvloop_event_loop(), MyUVLoop(), uvloop.new_event_loop()):
         try:
             assert AsyncioBackend(loop)._bias == 0.0005  # round-to-nearest made a ceil
         finally:
@@ -905,7 +854,7 @@ def test_slow_wheel_callbacks_are_logged_in_debug_mode(caplog: pytest.LogCapture
 def test_slow_wheel_callbacks_are_logged_in_debug_mode_on_uvloop(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    loop = new_event_loop(uvloop=True)
+    loop = new_uvloop_event_loop()
     loop.set_debug(True)
     loop.slow_callback_duration = 0.01
 
@@ -1069,18 +1018,21 @@ def test_asyncio_patterns_in_virtual_time() -> None:
     assert stats.wheel_timers >= 15
 
 
-def test_runner_and_run_take_the_options_and_debug(use_uvloop: bool) -> None:
-    async def main() -> tuple[float, bool, str]:
+def test_asyncios_runner_takes_a_loop_maker_with_its_options_bound(use_uvloop: bool) -> None:
+    # The documented way to run a main: asyncio's Runner with the loop maker as its factory,
+    # options bound with functools.partial, debug the Runner's own.
+    async def main() -> tuple[float, float, bool, str]:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, WheelLoop)
-        return loop.wheel.tick, loop.get_debug(), type(loop).__name__
+        await asyncio.sleep(0.005)
+        return loop.wheel.tick, loop.min_delay, loop.get_debug(), type(loop).__name__
 
-    factory = loop_factory(uvloop=use_uvloop, tick=0.002)
-    with asyncio.Runner(loop_factory=factory) as runner:
-        tick, _, _ = runner.run(main())
-    assert tick == 0.002
-    tick, debug, name = run(main(), uvloop=use_uvloop, debug=True, tick=0.005)
-    assert (tick, debug) == (0.005, True)
+    factory = functools.partial(
+        new_uvloop_event_loop if use_uvloop else new_event_loop, tick=0.002, min_delay=0.01
+    )
+    with asyncio.Runner(loop_factory=factory, debug=True) as runner:
+        tick, min_delay, debug, name = runner.run(main())
+    assert (tick, min_delay, debug) == (0.002, 0.01, True)
     assert name == ("WheelUVLoop" if use_uvloop else "WheelEventLoop")
 
 
@@ -1159,7 +1111,9 @@ def test_anyio_runs_on_the_wheel_loop(use_uvloop: bool) -> None:
         return loop.wheel_stats()
 
     stats = anyio.run(
-        main, backend="asyncio", backend_options={"loop_factory": loop_factory(uvloop=use_uvloop)}
+        main,
+        backend="asyncio",
+        backend_options={"loop_factory": new_uvloop_event_loop if use_uvloop else new_event_loop},
     )
     assert stats.wheel_timers >= 8
     assert stats.pending == 0
@@ -1197,14 +1151,3 @@ def test_benchmark_quick_run() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "asyncio+wheel" in result.stdout
-
-
-def test_the_handles_old_name_is_a_deprecated_alias() -> None:
-    # aiowheel.loop.TimerHandle was the wheel loop's handle; it is LoopTimerHandle now, so that it
-    # is not mistaken for the Timer's aiowheel.TimerHandle. The old name works for one release.
-    with pytest.warns(DeprecationWarning, match="renamed aiowheel.loop.LoopTimerHandle"):
-        old = aiowheel.loop.TimerHandle
-    assert old is LoopTimerHandle
-    assert "TimerHandle" not in aiowheel.loop.__all__
-    with pytest.raises(AttributeError, match="has no attribute 'Handle'"):
-        aiowheel.loop.Handle  # noqa: B018  # other names are not invented

@@ -25,7 +25,7 @@ from unittest import mock
 
 import pytest
 
-from aiowheel.loop import LoopTimerHandle, WheelLoop, new_event_loop
+from aiowheel.loop import LoopTimerHandle, WheelLoop, new_event_loop, new_uvloop_event_loop
 
 try:
     import uvloop
@@ -47,7 +47,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def loop(kind: str) -> Iterator[WheelLoop]:
     """A real wheel-backed loop on each base."""
-    loop = new_event_loop(uvloop=kind == "uvloop")
+    loop = (new_uvloop_event_loop if kind == "uvloop" else new_event_loop)()
     yield loop
     loop.close()
 
@@ -341,7 +341,7 @@ def test_a_handle_cycle_is_freed_after_cancel(loop: WheelLoop, delay: float) -> 
 def test_a_handle_cycle_is_freed_after_the_loop_closes_with_it_pending(
     kind: str, delay: float
 ) -> None:
-    loop = new_event_loop(uvloop=kind == "uvloop")
+    loop = (new_uvloop_event_loop if kind == "uvloop" else new_event_loop)()
     connection = Connection(loop, delay)
     handle = connection.handle  # still referenced after close
     loop.close()

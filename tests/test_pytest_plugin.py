@@ -66,7 +66,7 @@ LOOP_TYPES = """
 import asyncio
 
 import pytest
-import aiowheel
+import aiowheel.loop
 from aiowheel.testing import VirtualTimeLoop
 
 
@@ -81,7 +81,7 @@ async def test_virtual():
 @pytest.mark.asyncio(loop_factories=["aiowheel"])
 async def test_wheel():
     loop = asyncio.get_running_loop()
-    assert isinstance(loop, aiowheel.WheelLoop)
+    assert isinstance(loop, aiowheel.loop.WheelLoop)
     assert isinstance(loop, asyncio.SelectorEventLoop)
     await asyncio.sleep(0.01)
     assert loop.wheel_stats().pending == 0
@@ -92,7 +92,7 @@ async def test_wheel_uvloop():
     import uvloop
 
     loop = asyncio.get_running_loop()
-    assert isinstance(loop, aiowheel.WheelLoop)
+    assert isinstance(loop, aiowheel.loop.WheelLoop)
     assert isinstance(loop, uvloop.Loop)
 
 

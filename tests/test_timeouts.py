@@ -15,7 +15,7 @@ import math
 import anyio
 import anyio.lowlevel
 import pytest
-from waiting import HANG
+from support import HANG
 
 from aiowheel import PendingLimitError, Timer
 from aiowheel.timeouts import Timeout

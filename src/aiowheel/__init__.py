@@ -6,8 +6,9 @@ cycle (``tests/test_layers.py`` checks it, and holds the layer of every module):
 * the shared contract: :mod:`aiowheel._checks` (every check of a user's input and its message),
   :mod:`aiowheel._lateness` (the lateness histogram's buckets) and :mod:`aiowheel.exceptions`;
 * the twins: the pure wheel :mod:`aiowheel.wheel` (:class:`HierarchicalWheel`) and Timer core
-  :mod:`aiowheel._timercore`, their compiled twin :mod:`aiowheel._cwheel`, and the event-loop
-  adapters of :mod:`aiowheel._backends`;
+  :mod:`aiowheel._timercore`, their compiled twin :mod:`aiowheel._cwheel`, the event-loop
+  adapters of :mod:`aiowheel._backends`, and the host interface :class:`TimerHost`
+  (:mod:`aiowheel._host`: what a feature may ask of its Timer);
 * :mod:`aiowheel._impl`, which selects one twin; every layer below reaches the twins through it;
 * the Timer layer: :mod:`aiowheel.timer` -- one wheel bound to a running event loop
   (:class:`Timer`) -- and :mod:`aiowheel.timeouts`, the Timer's timeouts;
@@ -16,23 +17,20 @@ cycle (``tests/test_layers.py`` checks it, and holds the layer of every module):
 * edges: the command line, the demo, test support and the Spark pipeline (and, outside the
   package, examples and benchmarks).
 
+The public API is this package's ``__all__`` and three modules of their own: :mod:`aiowheel.loop`
+(the wheel-backed event loop, not imported here), :mod:`aiowheel.testing` and
+:mod:`aiowheel.spark`; each public name has one home (``tests/test_public_api.py`` pins them).
+
 :data:`CORE` names the core this process runs: ``"compiled"`` (the Cython extension, built at
 install time where a C compiler is found) or ``"pure"`` (the pure-Python twins: no compiler at
 install time, or ``AIOWHEEL_NO_EXTENSIONS`` set). Both behave the same; quote it in bug reports
 (``python -m aiowheel --version`` prints it).
 """
 
+from aiowheel._host import TimerHost
 from aiowheel._impl import CORE, Entry, HierarchicalWheel
 from aiowheel.exceptions import JobCancelled, PendingLimitError
 from aiowheel.idle import IdleTimeouts
-from aiowheel.loop import (
-    WheelLoop,
-    WheelStats,
-    loop_factory,
-    new_event_loop,
-    new_uvloop_event_loop,
-    run,
-)
 from aiowheel.timeouts import Timeout
 from aiowheel.timer import Job, LatenessHistogram, Timer, TimerHandle, TimerStats
 
@@ -48,12 +46,7 @@ __all__ = [
     "Timeout",
     "Timer",
     "TimerHandle",
+    "TimerHost",
     "TimerStats",
-    "WheelLoop",
-    "WheelStats",
-    "loop_factory",
-    "new_event_loop",
-    "new_uvloop_event_loop",
-    "run",
 ]
 __version__ = "0.1.0"

@@ -6,7 +6,8 @@ timeouts (:mod:`aiowheel.timeouts`), or one of your own -- talks to its Timer on
 below the Timer, beside the event-loop adapters, so that the idle core (a twin, under the Timer
 layer) can name it too: features depend on this contract, not on the Timer's module.
 
-Published as :class:`aiowheel.timer.TimerHost`.
+Published as :class:`aiowheel.TimerHost`; the handle and the cancel scope it returns are
+described there, not published under names of their own.
 """
 
 from __future__ import annotations
@@ -37,7 +38,16 @@ class FiledHandle(Protocol):
 class TimerHost(Protocol):
     """What a feature built on a :class:`~aiowheel.Timer` may ask of it: its wheel's tick, its
     clock, filing a callback (as new work, or as the feature's own re-filing), running one now
-    as the driver would, and a cancel scope. :class:`aiowheel.Timer` implements it.
+    as the driver would, and a cancel scope. :class:`aiowheel.Timer` implements it; idle expiry
+    (:class:`~aiowheel.IdleTimeouts`) and timeouts (:class:`~aiowheel.Timeout`) use nothing
+    else of it.
+
+    ``call_at`` and ``refile_at`` return the entry's handle: ``handle.when()`` is its deadline,
+    ``handle.cancel()`` takes it off the wheel (a no-op once it ran or was cancelled).
+    ``open_cancel_scope()`` returns a scope of the calling task: ``scope.cancel()`` cancels the
+    code inside it (from any task), and ``scope.close(exc)``, from the task, leaves it with the
+    exception leaving the block (None if none) and returns True iff that exception is the
+    scope's own cancellation, caught there.
     """
 
     @property

@@ -6,7 +6,7 @@ touched while ``t + timeout`` rounds up to the same tick, and the filing of keys
 wheel (one entry per tick with keys to look at, re-filed lazily when it comes due).
 :class:`aiowheel.IdleTimeouts` (``aiowheel/idle.py``) adds the checks of its arguments and the
 context manager, and documents the rule and the guarantees. The core talks to its Timer only
-through the host interface, :class:`aiowheel.timer.TimerHost` (``time``, ``tick``, ``closed``,
+through the host interface, :class:`aiowheel.TimerHost` (``time``, ``tick``, ``closed``,
 ``call_at``, ``refile_at``, ``run_now``).
 
 This module is the specification of that hot path; ``aiowheel/_cidle.pxi`` is its compiled

@@ -10,7 +10,8 @@ with ``-p no:aiowheel``). It provides:
 
   - ``"aiowheel-virtual"``: :class:`aiowheel.testing.VirtualTimeLoop`, asyncio in virtual time;
   - ``"aiowheel"``: the wheel-backed asyncio loop (:func:`aiowheel.loop.new_event_loop`);
-  - ``"aiowheel-uvloop"``: the same on uvloop (the test is skipped if uvloop is not installed);
+  - ``"aiowheel-uvloop"``: the same on uvloop (:func:`aiowheel.loop.new_uvloop_event_loop`;
+    the test is skipped if uvloop is not installed);
   - ``"asyncio"``: the loop pytest-asyncio makes by default (``asyncio.new_event_loop()``, so
     an event loop policy still applies), for comparing against it.
 
@@ -61,16 +62,16 @@ def _asyncio_loop() -> AbstractEventLoop:
 
 
 def _wheel_loop() -> AbstractEventLoop:
-    import aiowheel
+    import aiowheel.loop
 
-    return aiowheel.new_event_loop()
+    return aiowheel.loop.new_event_loop()
 
 
 def _wheel_uvloop() -> AbstractEventLoop:
     pytest.importorskip("uvloop", reason="aiowheel-uvloop needs uvloop, which is not installed")
-    import aiowheel
+    import aiowheel.loop
 
-    return aiowheel.new_event_loop(uvloop=True)
+    return aiowheel.loop.new_uvloop_event_loop()
 
 
 def _virtual_time_loop() -> AbstractEventLoop:

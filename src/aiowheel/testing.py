@@ -344,7 +344,12 @@ async def _advance_trio(clock: MockClock, target: float) -> None:
 
 
 def run(main: Coroutine[Any, Any, T], *, start: float = 0.0, debug: bool | None = None) -> T:
-    """Run ``main`` to completion on a fresh :class:`VirtualTimeLoop`, like ``asyncio.run``.
+    """Run ``main`` to completion in virtual time, on a fresh :class:`VirtualTimeLoop`: the
+    virtual-time ``asyncio.run``, for tests.
+
+    It is the only ``run`` in aiowheel, and it never runs in real time. To run a program on the
+    wheel-backed loop, use asyncio's own runner: ``asyncio.Runner(loop_factory=
+    aiowheel.loop.new_event_loop)``.
 
     ``start`` is the clock's initial value, checked as :class:`VirtualTimeLoop` checks it; a
     bad one raises before ``main`` starts, and ``main`` is closed unstarted.

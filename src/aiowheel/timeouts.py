@@ -45,7 +45,7 @@ Not thread-safe.
 
 This module is part of the Timer layer: :class:`aiowheel.Timer` imports it for its ``timeout*`` and
 ``move_on*`` methods, and it does not import the Timer back -- it needs only the host interface,
-:class:`aiowheel.timer.TimerHost`, which the Timer implements.
+:class:`aiowheel.TimerHost`, which the Timer implements.
 """
 
 from __future__ import annotations

@@ -91,7 +91,6 @@ from aiowheel._checks import (
     not_copyable,
     not_running,
 )
-from aiowheel._host import FiledHandle, TimerHost
 from aiowheel._impl import TimerHandle
 from aiowheel._lateness import LATENESS_BOUNDS
 from aiowheel.timeouts import Timeout
@@ -100,13 +99,10 @@ if TYPE_CHECKING:
     from aiowheel._impl import TimerCore
 
 __all__ = [
-    "CancelScope",
-    "FiledHandle",
     "Job",
     "LatenessHistogram",
     "Timer",
     "TimerHandle",
-    "TimerHost",
     "TimerStats",
 ]
 
@@ -188,22 +184,25 @@ def _seconds(bound: float) -> str:
 
 @dataclass(frozen=True, slots=True)
 class TimerStats:
-    """A snapshot of a Timer's counters, from ``Timer.stats()``."""
+    """A snapshot of a Timer's counters, from ``Timer.stats()``.
+
+    The facts a Timer shares with a wheel-backed loop come first and have the same names and
+    meaning as in :class:`aiowheel.loop.WheelStats` (``pending``, ``fired``, ``cancelled``,
+    ``driver_wakeups``, ``levels``); the rest is the Timer's own.
+    """
 
     pending: int
-    """Timers and jobs waiting in the wheel."""
+    """Timers and jobs waiting now, not cancelled."""
     fired: int
-    """Callbacks and jobs started."""
+    """Timers and jobs run (callbacks called, jobs started) since the Timer started."""
     cancelled: int
-    """Timers and jobs cancelled before they ran."""
-    early: int
-    """Callbacks run before their deadline: always 0, kept as proof."""
+    """Timers and jobs cancelled before they ran, since the Timer started."""
+    driver_wakeups: int
+    """Times the driver woke to advance the wheel, since the Timer started."""
+    levels: int
+    """Levels the wheel has grown so far."""
     max_lateness: float
     """Largest lateness of a callback started, in seconds (see :class:`LatenessHistogram`)."""
-    driver_wakeups: int
-    """Times the driver woke to advance the wheel."""
-    levels: int
-    """Wheel levels created so far."""
     lateness: LatenessHistogram
     """How late each callback started, counted in buckets."""
     pending_per_level: tuple[int, ...]
@@ -413,7 +412,7 @@ class Timer:
             built. Both behave the same; a test may run on each. ``"compiled"`` raises
             RuntimeError when it is not built (or ``AIOWHEEL_NO_EXTENSIONS`` is set).
 
-    A Timer is the :class:`~aiowheel.timer.TimerHost` of the features built on it (idle expiry,
+    A Timer is the :class:`~aiowheel.TimerHost` of the features built on it (idle expiry,
     timeouts): the methods they use are public and listed there.
     """
 
@@ -771,10 +770,9 @@ class Timer:
             pending=len(self._core),
             fired=sum(started),  # per callback, also within a pass
             cancelled=cancelled,
-            early=0,
-            max_lateness=max_lateness,
             driver_wakeups=self._wakeups,
             levels=len(pending_per_level),
+            max_lateness=max_lateness,
             lateness=LatenessHistogram(
                 tuple(zip((*LATENESS_BOUNDS, math.inf), started, strict=True)),
                 float(lateness_sum),

@@ -1,7 +1,7 @@
 """The wheel-backed event loop: asyncio's own loop, or uvloop, with its timers on a wheel.
 
 This package owns one thing: event loop classes whose ``call_later`` / ``call_at`` file timers on a
-:class:`~aiowheel.wheel.HierarchicalWheel` instead of the loop's binary heap, so that existing
+:class:`~aiowheel.HierarchicalWheel` instead of the loop's binary heap, so that existing
 asyncio code (``asyncio.sleep``, ``asyncio.timeout``, ``asyncio.wait_for``, websockets' pings,
 aiohttp's timeouts -- everything that calls ``loop.call_later`` / ``loop.call_at``) gets the
 wheel's O(1) cancellation, which frees a timer at once, and firing without heap sifts, without
@@ -11,11 +11,15 @@ it needs none of :mod:`aiowheel.timer`'s machinery. The wheel tells it, on each 
 whether its next deadline may have moved (``HierarchicalWheel.remove_entry``; in C, its
 ``_unfile``).
 
-Entry points: :func:`new_event_loop`, :func:`new_uvloop_event_loop`, :func:`loop_factory` (for
-``asyncio.Runner`` and anyio), :func:`run` (like ``asyncio.run``); the classes
-:class:`WheelEventLoop` (asyncio's default loop plus the wheel) and, imported only when uvloop is
-asked for, a ``WheelUVLoop`` (``uvloop.Loop`` plus the wheel); :class:`WheelLoop` is what both
-have in common.
+Entry points, one per task (the names asyncio and uvloop use):
+
+* make a loop: :func:`new_event_loop` (asyncio's default loop plus the wheel) or
+  :func:`new_uvloop_event_loop` (``uvloop.Loop`` plus the wheel), each with the wheel's options;
+* run a main on one: ``asyncio.Runner(loop_factory=aiowheel.loop.new_event_loop)`` (or, from
+  Python 3.12, ``asyncio.run(main(), loop_factory=...)``), as with uvloop; options are bound with
+  ``functools.partial``;
+* ask a running loop: :class:`WheelLoop`, what every wheel-backed loop is an instance of
+  (``wheel_stats()``, ``wheel``, ``min_delay``), and :class:`WheelStats`, its counters.
 
 One module per base loop, as anyio keeps one per backend: ``_wheelloop`` holds what every base
 shares (:class:`WheelLoop`, the routing, the driver), ``_selector`` the selector base and
@@ -88,57 +92,32 @@ loop's thread (``call_soon_threadsafe`` is the way in from other threads).
 
 from __future__ import annotations
 
-import asyncio
 import functools
-import warnings
-from collections.abc import Callable, Coroutine
-from typing import Any, SupportsFloat, SupportsIndex, TypeVar
+from collections.abc import Callable
+from typing import SupportsFloat, SupportsIndex
 
-from aiowheel._impl import HierarchicalWheel
-from aiowheel.loop._selector import WheelEventLoop
+from aiowheel.loop import _selector
 from aiowheel.loop._wheelloop import (
     FAR_DELAY,
     LoopTimerHandle,
     WheelLoop,
     WheelStats,
-    resolve_min_delay,
 )
 
 __all__ = [
     "FAR_DELAY",
-    "LoopFactory",
     "LoopTimerHandle",
-    "WheelEventLoop",
     "WheelLoop",
     "WheelStats",
-    "loop_factory",
     "new_event_loop",
     "new_uvloop_event_loop",
-    "run",
 ]
-
-_T = TypeVar("_T")
 
 # The public classes are documented, and named in annotations, as this package's. (Not the
 # handle: it is aiowheel._impl's, and the compiled one's type cannot be changed.)
-for _public in (WheelEventLoop, WheelLoop, WheelStats):
+for _public in (WheelLoop, WheelStats):
     _public.__module__ = __name__
 del _public
-
-
-def __getattr__(name: str) -> object:
-    """``TimerHandle``, the handle's name before 0.2: an alias of :class:`LoopTimerHandle` for
-    one release, with a DeprecationWarning (the Timer's handle is ``aiowheel.TimerHandle``; two
-    public classes of one name made every mention ambiguous)."""
-    if name == "TimerHandle":
-        warnings.warn(
-            "aiowheel.loop.TimerHandle is renamed aiowheel.loop.LoopTimerHandle; "
-            "the old name goes in the next release",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return LoopTimerHandle
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @functools.cache
@@ -148,7 +127,8 @@ def _uvloop_class() -> Callable[..., WheelLoop]:
         import uvloop  # noqa: F401  # optional: imported only when asked for
     except ImportError as exc:
         raise ImportError(
-            "uvloop=True needs uvloop, which is not installed: pip install 'aiowheel[uvloop]'"
+            "new_uvloop_event_loop() runs on uvloop, which is not installed: "
+            "pip install 'aiowheel[uvloop]' (or use new_event_loop, on asyncio's own loop)"
         ) from exc
     from aiowheel.loop._uvloop import WheelUVLoop
 
@@ -157,16 +137,19 @@ def _uvloop_class() -> Callable[..., WheelLoop]:
 
 def new_event_loop(
     *,
-    uvloop: bool = False,
     tick: SupportsFloat = 0.001,
     wheel_size: SupportsIndex = 64,
     min_delay: SupportsFloat | None = None,
 ) -> WheelLoop:
-    """A new event loop whose ``call_later`` / ``call_at`` put timers on a hierarchical wheel.
+    """A new event loop -- asyncio's default one -- whose ``call_later`` / ``call_at`` put timers
+    on a hierarchical wheel: the wheel's ``asyncio.new_event_loop``.
+
+    A zero-argument loop factory as it stands, for ``asyncio.Runner(loop_factory=...)``, anyio's
+    ``backend_options={"loop_factory": ...}`` and uvicorn's ``--loop
+    aiowheel.loop:new_event_loop``; with options, bind them with ``functools.partial`` (they
+    are checked when the first loop is made).
 
     Args:
-        uvloop: subclass ``uvloop.Loop`` instead of asyncio's default loop (needs
-            ``pip install 'aiowheel[uvloop]'``).
         tick: width of a level-0 slot in seconds, a finite real number > 0. It decides how
             timers are stored, not when they run: each runs once ``loop.time()`` reaches its
             ``when()``, never early.
@@ -176,111 +159,23 @@ def new_event_loop(
 
     Raises:
         TypeError, ValueError: for a bad ``tick``, ``wheel_size`` or ``min_delay``, naming it.
-        ImportError: ``uvloop=True`` without uvloop installed.
     """
-    if uvloop:
-        return _uvloop_class()(tick=tick, wheel_size=wheel_size, min_delay=min_delay)
-    return WheelEventLoop(tick=tick, wheel_size=wheel_size, min_delay=min_delay)
+    return _selector.WheelEventLoop(tick=tick, wheel_size=wheel_size, min_delay=min_delay)
 
 
-def new_uvloop_event_loop() -> WheelLoop:
-    """A new wheel-backed loop on uvloop, with the defaults: ``new_event_loop(uvloop=True)``.
+def new_uvloop_event_loop(
+    *,
+    tick: SupportsFloat = 0.001,
+    wheel_size: SupportsIndex = 64,
+    min_delay: SupportsFloat | None = None,
+) -> WheelLoop:
+    """A new wheel-backed event loop on ``uvloop.Loop``: the wheel's ``uvloop.new_event_loop``.
 
-    A zero-argument loop factory under a name that can be typed where a ``module:callable`` is
-    expected, as in ``uvicorn app:app --loop aiowheel.loop:new_uvloop_event_loop``, the uvloop
-    twin of ``--loop aiowheel.loop:new_event_loop``.
+    The same options and checks as :func:`new_event_loop`, and used the same way (``--loop
+    aiowheel.loop:new_uvloop_event_loop`` for uvicorn). Needs ``pip install 'aiowheel[uvloop]'``.
 
     Raises:
+        TypeError, ValueError: for a bad ``tick``, ``wheel_size`` or ``min_delay``, naming it.
         ImportError: uvloop is not installed (naming the extra that installs it).
     """
-    try:
-        return new_event_loop(uvloop=True)
-    except ImportError as exc:
-        raise ImportError(
-            "new_uvloop_event_loop() runs on uvloop, which is not installed: "
-            "pip install 'aiowheel[uvloop]' (or use new_event_loop, on asyncio's own loop)"
-        ) from exc
-
-
-class LoopFactory:
-    """A zero-argument loop factory with the options of :func:`new_event_loop` bound: what
-    :func:`loop_factory` returns. Calling it makes a new :class:`WheelLoop`.
-
-    It is not itself an event loop. Where a loop factory is *named* rather than built -- uvicorn's
-    ``--loop aiowheel.loop:new_event_loop``, for instance, which calls the name with no argument
-    and expects a loop back -- name :func:`new_event_loop` or :func:`new_uvloop_event_loop`. A
-    ``LoopFactory`` used where a loop was expected raises an AttributeError that says so, rather
-    than one about a missing ``run_until_complete``.
-    """
-
-    __slots__ = ("_options",)
-
-    def __init__(self, **options: Any) -> None:
-        self._options = options
-
-    def __call__(self) -> WheelLoop:
-        return new_event_loop(**self._options)
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):  # protocols probed by copy, pickle, inspect...: the usual error
-            raise AttributeError(name)
-        raise AttributeError(
-            f"{self!r} is a loop factory, not an event loop (it has no {name!r}): call it to make "
-            "a loop. Where a zero-argument factory is named, as in uvicorn's --loop, name "
-            "aiowheel.loop:new_event_loop or aiowheel.loop:new_uvloop_event_loop instead of "
-            "loop_factory, or a LoopFactory made at module level: "
-            "my_app:loop_factory = aiowheel.loop.loop_factory(tick=0.005)"
-        )
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, LoopFactory):
-            return NotImplemented
-        return self._options == other._options
-
-    def __hash__(self) -> int:
-        return hash(tuple(sorted(self._options.items())))
-
-    def __repr__(self) -> str:
-        options = ", ".join(f"{name}={value!r}" for name, value in self._options.items())
-        return f"aiowheel.loop.loop_factory({options})"
-
-
-def loop_factory(
-    *,
-    uvloop: bool = False,
-    tick: SupportsFloat = 0.001,
-    wheel_size: SupportsIndex = 64,
-    min_delay: SupportsFloat | None = None,
-) -> LoopFactory:
-    """A zero-argument loop factory for ``asyncio.Runner(loop_factory=...)`` and anyio's
-    ``anyio.run(..., backend_options={"loop_factory": ...})``.
-
-    The options are those of :func:`new_event_loop`, and are checked now rather than when the
-    first loop is made. The factory is a :class:`LoopFactory`, not a loop: to name a loop factory
-    in a string (uvicorn's ``--loop module:attribute``), name :func:`new_event_loop`,
-    :func:`new_uvloop_event_loop`, or a ``LoopFactory`` made at module level.
-    """
-    wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)  # checks them
-    resolve_min_delay(min_delay, wheel.tick)
-    if uvloop:
-        _uvloop_class()
-    return LoopFactory(uvloop=uvloop, tick=tick, wheel_size=wheel_size, min_delay=min_delay)
-
-
-def run(
-    main: Coroutine[Any, Any, _T],
-    *,
-    uvloop: bool = False,
-    debug: bool | None = None,
-    tick: SupportsFloat = 0.001,
-    wheel_size: SupportsIndex = 64,
-    min_delay: SupportsFloat | None = None,
-) -> _T:
-    """Run ``main`` on a new wheel-backed loop and return its result, like ``asyncio.run``.
-
-    The loop is made by :func:`new_event_loop` with the given options and closed afterwards;
-    ``debug`` is ``asyncio.run``'s.
-    """
-    factory = loop_factory(uvloop=uvloop, tick=tick, wheel_size=wheel_size, min_delay=min_delay)
-    with asyncio.Runner(debug=debug, loop_factory=factory) as runner:
-        return runner.run(main)
+    return _uvloop_class()(tick=tick, wheel_size=wheel_size, min_delay=min_delay)

@@ -16,7 +16,8 @@ import logging
 import math
 from collections import deque
 from collections.abc import Callable
-from typing import Any, NamedTuple, SupportsFloat, SupportsIndex
+from dataclasses import dataclass
+from typing import Any, SupportsFloat, SupportsIndex
 
 from aiowheel._checks import check_length
 from aiowheel._impl import (
@@ -39,27 +40,37 @@ _logger = logging.getLogger("asyncio")
 _MIN_DELAY_TICKS = 4
 
 
-class WheelStats(NamedTuple):
-    """Counters of a :class:`WheelLoop`, since it was created (``pending`` and ``levels``: now)."""
+@dataclass(frozen=True, slots=True)
+class WheelStats:
+    """A snapshot of a :class:`WheelLoop`'s counters, from ``loop.wheel_stats()``.
 
-    #: Timers filed on the wheel.
-    wheel_timers: int
-    #: Timers not filed on the wheel: shorter than ``min_delay`` (kept in the loop's queue of
-    #: imminent timers), or left to the base loop (beyond ``FAR_DELAY`` or the wheel's range,
-    #: infinite or NaN).
-    base_timers: int
-    #: Timers on the wheel or in the queue of imminent timers now, not cancelled.
+    The same kind of object as :class:`aiowheel.TimerStats`: the facts both count come first,
+    with the same names and meaning (``pending``, ``fired``, ``cancelled``, ``driver_wakeups``,
+    ``levels``); the rest is the loop's own. The loop's timers are those on the wheel and in its
+    queue of imminent timers; those it leaves to the base loop are counted in ``base_timers``
+    only.
+    """
+
     pending: int
-    #: Timers cancelled before they were due: on the wheel, counted at once (each taken off
-    #: the wheel then); in the queue of imminent timers, once the driver drops them.
-    cancelled: int
-    #: Timers found due and run by the driver (a cancel by an earlier one of its batch still
-    #: stops them).
+    """Timers waiting now, not cancelled."""
     fired: int
-    #: Times the driver ran (each advanced the wheel once).
+    """Timers run since the loop was made. Counted as the driver takes a batch of due timers
+    out: one that an earlier timer of the same batch cancels is counted, though it does not run
+    (the Timer counts only those it starts)."""
+    cancelled: int
+    """Timers cancelled before they ran, since the loop was made: on the wheel, counted at once
+    (each taken off the wheel then); in the queue of imminent timers, once the driver drops
+    them."""
     driver_wakeups: int
-    #: Levels the wheel has grown so far.
+    """Times the driver woke to advance the wheel, since the loop was made."""
     levels: int
+    """Levels the wheel has grown so far."""
+    wheel_timers: int
+    """Timers filed on the wheel since the loop was made."""
+    base_timers: int
+    """Timers not filed on the wheel since the loop was made: shorter than ``min_delay`` (kept in
+    the loop's queue of imminent timers), or left to the base loop (beyond ``FAR_DELAY`` or the
+    wheel's range, infinite or NaN)."""
 
 
 def resolve_min_delay(min_delay: SupportsFloat | None, tick: float) -> float:
@@ -142,16 +153,16 @@ class WheelLoop(asyncio.AbstractEventLoop):
             self._base_timer_cancelled(handle)
 
     def wheel_stats(self) -> WheelStats:
-        """Counters for tests and observability; see :class:`WheelStats`."""
+        """The loop's counters, as an immutable snapshot (:class:`WheelStats`); O(1)."""
         core = self._core
         return WheelStats(
-            wheel_timers=core.wheel_timers,
-            base_timers=core.near_timers + self._base_timers,
             pending=core.pending(),
-            cancelled=core.cancelled,
             fired=core.fired,
+            cancelled=core.cancelled,
             driver_wakeups=core.driver_wakeups,
             levels=core.wheel.levels,
+            wheel_timers=core.wheel_timers,
+            base_timers=core.near_timers + self._base_timers,
         )
 
     @property
