@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import pytest
 
-from aiowheel import IdleTimeouts, Timer
-from aiowheel.timer import TimerHost
+from aiowheel import IdleTimeouts, Timer, TimerHost
 
 if TYPE_CHECKING:
     from twins import Impl
