@@ -134,6 +134,22 @@ class TimerCore:
       whatever was armed before.
     """
 
+    __slots__ = (
+        "_arm",
+        "_armed_at",
+        "_batch",
+        "_cancelled_count",
+        "_lateness",
+        "_lateness_sum",
+        "_max_lateness",
+        "_max_pending",
+        "_report",
+        "_wheel",
+        "closed",
+        "running",
+        "time",
+    )
+
     def __init__(
         self, tick: SupportsFloat, wheel_size: SupportsIndex, max_pending: int | None
     ) -> None:
