@@ -81,7 +81,7 @@ from typing import (
 import anyio
 
 from aiowheel import _impl
-from aiowheel._backends import Backend, Cancellable, CancelScope, current_backend
+from aiowheel._backends import Backend, Cancellable, current_backend
 from aiowheel._checks import (
     CLOSED,
     NOT_RUNNING,
@@ -96,6 +96,7 @@ from aiowheel._lateness import LATENESS_BOUNDS
 from aiowheel.timeouts import Timeout
 
 if TYPE_CHECKING:
+    from aiowheel._backends import CancelScope
     from aiowheel._impl import TimerCore
 
 __all__ = [
