@@ -731,9 +731,9 @@ def test_matches_the_model(
 
 # -- the twins: the same errors and results on odd inputs ----------------------------------------
 # The idle core has a pure twin (aiowheel._idlecore, the specification) and a compiled one
-# (aiowheel/_cidle.pxi): every test above runs on the one aiowheel._impl selected (the whole
-# suite runs twice, see conftest.py), test_matches_the_model on both side by side, and these on
-# both side by side on what the compiled touch's fast path must hand to the slow one.
+# (aiowheel/_cidlecore.pyx): every test above runs on both (the core fixture, see conftest.py),
+# test_matches_the_model on both side by side, and these on both side by side on what the
+# compiled touch's fast path must hand to the slow one.
 
 
 def outcome(call: Callable[[], object]) -> tuple[object, ...]:

@@ -19,12 +19,13 @@ The layers, lowest first (``aiowheel/__init__.py`` states the same):
    user's input and its message) and :mod:`aiowheel._lateness` (the lateness histogram's
    buckets);
    The compiled parts' shared C plumbing is here too.
-1. the wheel twins -- :mod:`aiowheel.wheel` and the compiled :mod:`aiowheel._cwheel` -- and the
-   event-loop adapters :mod:`aiowheel._backends`;
+1. the wheel twins -- :mod:`aiowheel.wheel` and the compiled :mod:`aiowheel._cwheel` --, the
+   event-loop adapters :mod:`aiowheel._backends` and the host interface :mod:`aiowheel._host`
+   (what a feature may ask of its Timer);
 2. the Timer core twins :mod:`aiowheel._timercore` and :mod:`aiowheel._ctimercore`, the loop
    core twins :mod:`aiowheel._loopcore` and :mod:`aiowheel._cloopcore`, and the idle core twins
-   :mod:`aiowheel._idlecore` and :mod:`aiowheel._cidlecore` (each over its side's wheel; the
-   compiled idle core also over the compiled Timer core, see ``COMPILED_ARROWS``);
+   :mod:`aiowheel._idlecore` and :mod:`aiowheel._cidlecore` (each over its side's wheel, see
+   ``COMPILED_ARROWS``; the idle cores talk to their Timer through :mod:`aiowheel._host`);
 3. the selector :mod:`aiowheel._impl`;
 4. the Timer layer: :mod:`aiowheel.timer` and :mod:`aiowheel.timeouts`;
 5. features on the Timer: :mod:`aiowheel.idle`, the event loop :mod:`aiowheel.loop` (a package:
@@ -95,13 +96,14 @@ TWINS = {
 }
 SELECTOR_LAYER = LAYERS["aiowheel._impl"]
 
-# The compiled parts, and the compiled parts each may cimport: the layer below only (the idle
-# core reads the Timer core's clock in C). Any other arrow between them fails.
+# The compiled parts, and the compiled parts each may cimport: the wheel, the layer below. (The
+# idle core talks to its Timer through the host interface, aiowheel._host, and cimports no Timer
+# core.) Any other arrow between them fails.
 COMPILED_ARROWS: dict[str, set[str]] = {
     "aiowheel._cwheel": set(),
     "aiowheel._ctimercore": {"aiowheel._cwheel"},
     "aiowheel._cloopcore": {"aiowheel._cwheel"},
-    "aiowheel._cidlecore": {"aiowheel._cwheel", "aiowheel._ctimercore"},
+    "aiowheel._cidlecore": {"aiowheel._cwheel"},
 }
 # What a compiled part may import besides: the shared contract and the shared C plumbing.
 COMPILED_MAY_USE = {
@@ -416,6 +418,8 @@ def test_the_checker_fails_on_a_cimport_between_parts_not_declared(tmp_path: Pat
     assert compiled_violations(graph) == [
         "aiowheel._ctimercore imports aiowheel._cidlecore: not in COMPILED_ARROWS",
         "aiowheel._ctimercore no longer imports aiowheel._cwheel: remove it from COMPILED_ARROWS",
+        # The idle core holds its Timer through the host interface: no arrow to a Timer core.
+        "aiowheel._cidlecore imports aiowheel._ctimercore: not in COMPILED_ARROWS",
     ]
 
 

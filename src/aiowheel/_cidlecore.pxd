@@ -4,8 +4,6 @@
 
 cimport cython
 
-from aiowheel._ctimercore cimport TimerCore
-
 
 @cython.final
 cdef class _IdleDeadline:
@@ -24,9 +22,13 @@ cdef class _IdleDeadline:
 
 
 cdef class IdleCore:
-    cdef readonly TimerCore _timer
-    cdef readonly object _timeout
-    cdef readonly object _on_expire
+    # The Timer (any TimerHost): everything the core asks of it goes through its public names.
+    cdef object _timer
+    # The host's clock, kept from the first time it gave a time on (a TimerHost's ``time``
+    # does not change from then on); None until then.
+    cdef object _clock
+    cdef object _timeout
+    cdef object _on_expire
     # Each key's current deadline, or _UNTRACKED while an untracked key is still filed.
     # Every key here is filed exactly once; a key filed nowhere is not here.
     cdef dict _deadlines
@@ -35,8 +37,8 @@ cdef class IdleCore:
     # Deadlines with a wheel entry (a non-empty `filed`), for close().
     cdef set _pending
     # Tracked keys: those in _deadlines that are not _UNTRACKED.
-    cdef readonly Py_ssize_t _len
-    cdef readonly bint _closed
+    cdef Py_ssize_t _len
+    cdef bint _closed
     # Where the driver runs on_expire; one copy, not one per wheel entry.
     cdef object _context
     # _timeout as a double; True if a float plus _timeout is that float plus _timeout_d (a
@@ -46,6 +48,7 @@ cdef class IdleCore:
 
     cdef int _touch_objects(self, object key, object now) except -1
     cdef object _now(self)
+    cdef object _read_clock(self)
     cdef _IdleDeadline _next_deadline(self, object w)
     cdef int _touch_late(self, object key, _IdleDeadline current, object now) except -1
     cdef int _expire(self, object key) except -1

@@ -2,21 +2,18 @@
 API as :mod:`aiowheel._idlecore`."""
 
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from aiowheel._ctimercore import TimerCore
+from aiowheel._host import TimerHost
 
 __all__ = ["IdleCore"]
 
 K = TypeVar("K", bound=Hashable)
 
 class IdleCore(Generic[K]):
-    _timer: TimerCore
-    _timeout: float
-    _len: int
-    _closed: bool
-
-    def __init__(self, timer: Any, timeout: float, on_expire: Callable[[K], object]) -> None: ...
+    def __init__(
+        self, timer: TimerHost, timeout: float, on_expire: Callable[[K], object]
+    ) -> None: ...
     @property
     def timeout(self) -> float: ...
     @property

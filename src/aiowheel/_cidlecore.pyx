@@ -2,12 +2,13 @@
 # cython: cdivision=True, binding=False, embedsignature=True, embedsignature.format=clinic
 # cython: auto_pickle=False
 """The compiled twin of :mod:`aiowheel._idlecore`: idle expiry's touch, discard, queries and
-filing, in Cython, over the compiled Timer core (``_ctimercore.pxd``: it reads the Timer's clock
-and state in C) and the compiled wheel's tick conversions (``_cwheel.pxd``).
+filing, in Cython, over the compiled wheel's tick conversions (``_cwheel.pxd``).
 
 :mod:`aiowheel._idlecore` is the specification: same API, behaviour and errors; the idle tests
 run on both (see :mod:`aiowheel._impl`) and tests/test_idle.py drives both side by side against
-a reference model.
+a reference model. Like the pure twin, it talks to its Timer only through the host interface,
+:class:`aiowheel.TimerHost` (``time``, ``tick``, ``closed``, ``call_at``, ``refile_at``,
+``run_now``), so it runs on a Timer of either twin, and cimports no Timer core.
 
 What is different is how, never what:
 
@@ -16,7 +17,9 @@ What is different is how, never what:
   reading, and deadline bounds that are floats or ints within 2**53 (``exact``). Anything else
   (an int clock, a huge int tick) takes the same steps on Python objects.
 * The clock is still the Timer's own, read at every touch (see aiowheel/_idlecore.py for why
-  never a time cached per pass). When it is time.monotonic -- asyncio's own loops, see
+  never a time cached per pass); what is kept is the clock itself, ``timer.time``, once it has
+  given a time (the host interface says it does not change from then on), so that a touch looks
+  up no attribute of the Timer's. When it is time.monotonic -- asyncio's own loops, see
   aiowheel/_backends/_asyncio.py -- it is read through the C function time.monotonic itself
   calls (``aw_monotonic`` in ``_ccpython.pxd``), which gives the same double, without making a
   float object; any other clock (uvloop's loop.time, a virtual-time loop's, trio's
@@ -33,7 +36,6 @@ from libc.stdint cimport int64_t
 
 from aiowheel._ccpython cimport aw_monotonic
 from aiowheel._cint64 cimport _EXACT
-from aiowheel._ctimercore cimport TimerCore
 from aiowheel._cwheel cimport _Tick, _tick_of, _to_ticks
 
 import contextvars as _contextvars
@@ -103,6 +105,7 @@ cdef class IdleCore:
 
     def __init__(self, timer, timeout, on_expire):
         self._timer = timer
+        self._clock = None
         self._timeout = timeout
         self._on_expire = on_expire
         self._deadlines = {}
@@ -156,8 +159,14 @@ cdef class IdleCore:
         """
         cdef double now_d, w_d
         cdef _IdleDeadline current, previous
-        clock = self._timer._time
-        if clock is _MONOTONIC:
+        clock = self._clock
+        if clock is None:
+            now = self._read_clock()
+            if not PyFloat_CheckExact(now):
+                self._touch_objects(key, now)
+                return
+            now_d = PyFloat_AS_DOUBLE(now)
+        elif clock is _MONOTONIC:
             aw_monotonic(&now_d)
         else:
             now = clock()
@@ -258,11 +267,21 @@ cdef class IdleCore:
     cdef object _now(self):
         """timer.time(): the Timer's clock, read as touch reads it."""
         cdef double now_d
-        clock = self._timer._time
+        clock = self._clock
+        if clock is None:
+            return self._read_clock()
         if clock is _MONOTONIC:
             aw_monotonic(&now_d)
             return PyFloat_FromDouble(now_d)
         return clock()
+
+    cdef object _read_clock(self):
+        """The host's clock read through ``timer.time``, which is kept once it gave a time:
+        before the Timer starts it raises, and from then on it is the loop's clock itself."""
+        clock = self._timer.time
+        now = clock()
+        self._clock = clock
+        return now
 
     cdef _IdleDeadline _next_deadline(self, object w):
         """The deadline for ``t + timeout == w``: a new current one, since time moved on."""
@@ -296,13 +315,13 @@ cdef class IdleCore:
         """End ``key``'s period: untrack it (it stays filed) and run ``on_expire(key)``."""
         self._deadlines[key] = _UNTRACKED
         self._len -= 1
-        self._timer._run_now(self._on_expire, (key,))
+        self._timer.run_now(self._on_expire, (key,))
         return 0
 
     cdef int _file(self, object key, _IdleDeadline deadline, object call_at) except -1:
         """File ``key`` under ``deadline``, giving the deadline a wheel entry with ``call_at``
         if it has none: the Timer's ``call_at`` for a new key (which ``max_pending`` may
-        refuse, at the touch), its ``_refile_at`` for a key already tracked (never refused)."""
+        refuse, at the touch), its ``refile_at`` for a key already tracked (never refused)."""
         if deadline.handle is None:
             deadline.handle = call_at(deadline.when, self._fire, deadline, context=self._context)
             self._pending.add(deadline)
@@ -320,14 +339,14 @@ cdef class IdleCore:
         due.handle = None
         self._pending.discard(due)
         now = self._now()
-        refile = self._timer._refile_at
+        refile = self._timer.refile_at
         try:
             while index < n:
                 key = filed[index]
                 deadline = <_IdleDeadline>deadlines[key]
                 if deadline.when <= now and deadline is not _UNTRACKED:
                     self._expire(key)
-                    if self._closed or self._timer._closed:
+                    if self._closed or self._timer.closed:
                         # on_expire closed this object, or the Timer (a coroutine started
                         # eagerly can): nothing more expires, nothing is filed on it again.
                         return
@@ -341,7 +360,7 @@ cdef class IdleCore:
             # An interrupt from on_expire (nothing else leaves _expire). The keys not looked at
             # yet, and the interrupted one (untracked now, or touched again), go back under
             # `due`, due at once: the driver's next pass picks them up where this one stopped.
-            if not (self._closed or self._timer._closed):
+            if not (self._closed or self._timer.closed):
                 for key in filed[index:]:
                     self._file(key, due, refile)
             raise

@@ -1,7 +1,7 @@
-# What the compiled Timer core (aiowheel/_ctimercore.pyx) exports to the compiled parts above
-# it, which cimport it: the layout of TimerHandle and TimerCore (their fields, with the invariant
-# each keeps, and their C methods). The idle core reads a TimerCore's clock (_time) and state
-# (_closed) through it; everything else it asks through the Timer's Python methods.
+# What the compiled Timer core (aiowheel/_ctimercore.pyx) declares: the layout of TimerHandle and
+# TimerCore (their fields, with the invariant each keeps, and their C methods). No compiled part
+# above cimports it today: the Timer holds a core through its Python methods, and the idle core
+# talks to its Timer through the host interface (aiowheel.TimerHost).
 
 from aiowheel._cwheel cimport Entry, HierarchicalWheel
 
@@ -31,29 +31,31 @@ cdef class TimerHandle(Entry):
 
 
 cdef class TimerCore:
-    cdef public object _max_pending
-    cdef public HierarchicalWheel _wheel
-    cdef public object _time
-    cdef public object _backend
-    cdef public bint _running
-    cdef public bint _closed
-    # When the driver is armed to wake; -inf while it is dispatching (it re-arms after).
-    cdef public double _armed_at
-    cdef public object _fired
-    cdef public object _cancelled_count
-    cdef public object _early
-    cdef public double _max_lateness
-    # Callbacks started, by lateness: index i counts the bucket of _lateness_bucket; they add
-    # up to _fired. And the sum of their lateness, in seconds.
+    cdef object _max_pending
+    cdef HierarchicalWheel _wheel
+    # Read-only attributes of the contract: the clock start() gave (until then a function
+    # raising RuntimeError); True from start() to close(); True once close() was called.
+    cdef readonly object time
+    cdef readonly bint running
+    cdef readonly bint closed
+    # The Timer's hooks, from start(): arm(when) wakes the driver, report(...) takes an error.
+    cdef object _arm
+    cdef object _report
+    # When the driver is armed to wake; -inf while it is dispatching (run_due until rearm).
+    cdef double _armed_at
+    cdef object _cancelled_count
+    cdef double _max_lateness
+    # Callbacks started, by lateness: index i counts the bucket of _lateness_bucket. And the
+    # sum of their lateness, in seconds.
     cdef Py_ssize_t _lateness[_BUCKETS]
-    cdef public double _lateness_sum
+    cdef double _lateness_sum
     # The context snapshot new handles share while the current context's variables stay the
     # same (None: none yet). Dropped after each pass and when the wheel empties, so that it
     # keeps no context's values alive longer than some pending timer does.
     cdef object _snapshot
-    # The due batch _run_due is dispatching, out of the wheel already; None between passes.
-    # Its handles not run yet are pending still (their _timer is set): _cancel_all cancels
-    # them too, should a callback of the batch close the Timer.
+    # The due batch run_due is dispatching, out of the wheel already; None between passes.
+    # Its handles not run yet are pending still (their _timer is set): close() cancels them
+    # too, should a callback of the batch close the Timer.
     cdef list _batch
 
     cdef TimerHandle _schedule(
@@ -62,6 +64,6 @@ cdef class TimerCore:
     cdef object _current_snapshot(self)
     cdef int _check_limit(self) except -1
     cdef int _file(self, TimerHandle handle) except -1
+    cdef int _arm_earlier(self) except -1
     cdef int _raise_not_running(self) except -1
     cpdef _forget(self, TimerHandle handle)
-    cdef int _rearm(self) except -1

@@ -3,13 +3,11 @@
 
 from collections.abc import Callable
 from contextvars import Context
-from typing import Any, SupportsFloat, SupportsIndex, TypeVar
+from typing import Any, SupportsFloat, SupportsIndex
 
-from aiowheel._cwheel import Entry, HierarchicalWheel
+from aiowheel._cwheel import Entry
 
 __all__ = ["TimerCore", "TimerHandle"]
-
-H = TypeVar("H", bound=TimerHandle)
 
 class TimerHandle(Entry[Callable[..., object]]):
     _context: Context | None
@@ -31,21 +29,22 @@ class TimerHandle(Entry[Callable[..., object]]):
     def cancelled(self) -> bool: ...
 
 class TimerCore:
-    _max_pending: int | None
-    _wheel: HierarchicalWheel[Any]
-    _time: Callable[[], float]
-    _backend: Any
-    _running: bool
-    _closed: bool
-    _armed_at: float
-    _fired: int
-    _cancelled_count: int
-    _early: int
-    _max_lateness: float
-    _lateness_sum: float
+    time: Callable[[], float]
+    running: bool
+    closed: bool
 
     def __init__(
         self, tick: SupportsFloat, wheel_size: SupportsIndex, max_pending: int | None
+    ) -> None: ...
+    @property
+    def tick(self) -> float: ...
+    @property
+    def wheel_size(self) -> int: ...
+    def start(
+        self,
+        clock: Callable[[], float],
+        arm: Callable[[float | None], object],
+        report: Callable[[object, tuple[Any, ...], BaseException, TimerHandle], object],
     ) -> None: ...
     def call_later(
         self,
@@ -61,7 +60,7 @@ class TimerCore:
         *args: Any,
         context: Context | None = None,
     ) -> TimerHandle: ...
-    def _refile_at(
+    def refile_at(
         self,
         when: SupportsFloat,
         callback: Callable[..., object],
@@ -69,11 +68,9 @@ class TimerCore:
         context: Context | None = None,
     ) -> TimerHandle: ...
     def __len__(self) -> int: ...
-    def _add(self, handle: H) -> H: ...
-    def _check_running(self) -> None: ...
     def _forget(self, handle: TimerHandle) -> None: ...
-    def _cancel_all(self) -> list[TimerHandle]: ...
-    @staticmethod
-    def _release(handle: TimerHandle) -> None: ...
-    def _lateness_counts(self) -> tuple[int, ...]: ...
-    def _run_due(self) -> None: ...
+    def close(self) -> list[tuple[object, tuple[Any, ...]]]: ...
+    def rearm(self) -> None: ...
+    def counters(self) -> tuple[tuple[int, ...], float, float, int]: ...
+    def pending_per_level(self) -> tuple[int, ...]: ...
+    def run_due(self) -> None: ...

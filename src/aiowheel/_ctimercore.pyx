@@ -5,9 +5,10 @@
 Cython, over the compiled wheel (which it cimports: ``_cwheel.pxd``).
 
 :mod:`aiowheel._timercore` is the specification: same API, behaviour and error messages (from
-:mod:`aiowheel._checks`); the whole test suite runs on both (see :mod:`aiowheel._impl`). What
-this part exports to the compiled parts above it (the idle core) is declared in
-``_ctimercore.pxd``.
+:mod:`aiowheel._checks`); the whole test suite runs on both (see :mod:`aiowheel._impl`). Its
+layout is declared in ``_ctimercore.pxd``; the Timer holds a core and uses only its Python
+methods (the contract in the class docstring), and no compiled part above cimports it: the idle
+core talks to its Timer through the host interface.
 
 Three representation changes make a pending timer cheaper, none of them observable:
 
@@ -22,9 +23,10 @@ Three representation changes make a pending timer cheaper, none of them observab
   references its own handle (a closure, a bound method of an object holding it) makes a cycle
   only while the handle is pending, and the wheel holds it then anyway. The one cost: a Timer
   dropped while running, never closed (its task neither finished nor cancelled), keeps the
-  objects its pending callbacks reference alive until the interpreter exits. Python subclasses
-  (the Timer's Job) are heap types, which CPython always gives GC support: they are tracked and
-  collected as before, through this type's traverse function.
+  objects its pending callbacks reference alive until the interpreter exits. A Job, which holds
+  its handle, is a Python object and is tracked; its handle references it (as the callback's
+  argument) only while pending. A Python subclass would be a heap type, which CPython always
+  gives GC support: tracked and collected through this type's traverse function.
 * A callback with exactly one argument keeps that argument, not the tuple of it (``_one_arg``):
   one tuple less per timer (48 bytes); ``_args`` still reads as the tuple.
 * Handles scheduled from the same context share one context snapshot instead of one copy each.
@@ -238,10 +240,21 @@ cdef inline void _release_handle(TimerHandle handle) noexcept:
 
 
 cdef class TimerCore:
-    """The wheel, the handles and the dispatch of one Timer; see :class:`aiowheel.Timer`.
+    """The wheel, the handles and the dispatch of one Timer: the hot path :class:`aiowheel.Timer`
+    holds (one per Timer) and talks to through the methods below, which are the core's contract
+    (the compiled twin has the same).
 
-    The Timer sets ``_wheel``, ``_time``, ``_backend`` and ``_running`` when it starts, and
-    implements ``_report`` (where a callback's error goes).
+    Made with the Timer's arguments, it files nothing until :meth:`start` gives it the loop's
+    clock and the Timer's two hooks: ``arm(when)``, which wakes the driver at ``when`` (None:
+    never), and ``report(callback, args, exc, handle)``, where a callback's error goes.
+
+    Arming, one rule (the Timer's driver is armed for at most one time, ``_armed_at``):
+
+    * filing a handle arms the driver for the wheel's next deadline if that is earlier than the
+      time armed -- and never between :meth:`run_due` and :meth:`rearm`, while the driver
+      dispatches (its rearm comes after);
+    * :meth:`rearm`, after a pass, arms the wheel's next deadline (None if nothing is pending),
+      whatever was armed before.
     """
 
     # The fields, with the invariant each keeps, are declared in _ctimercore.pxd.
@@ -250,19 +263,39 @@ cdef class TimerCore:
         cdef Py_ssize_t i
         self._max_pending = max_pending
         # Validates tick and wheel_size now: a bad argument is a bug at the call site. Replaced
-        # by a wheel starting at the loop's time when the Timer starts.
+        # by a wheel starting at the loop's time by start().
         self._wheel = HierarchicalWheel(tick, wheel_size)
-        self._time = not_running
-        self._running = False
-        self._closed = False
+        self.time = not_running
+        self.running = False
+        self.closed = False
+        self._arm = _not_started
+        self._report = _not_started
         self._armed_at = math.inf
-        self._fired = 0
         self._cancelled_count = 0
-        self._early = 0
         self._max_lateness = 0.0
         self._lateness_sum = 0.0
         for i in range(_BUCKETS):
             self._lateness[i] = 0
+
+    @property
+    def tick(self):
+        """The wheel's tick, as it checked and converted it."""
+        return self._wheel.tick
+
+    @property
+    def wheel_size(self):
+        """Slots per wheel level."""
+        return self._wheel.wheel_size
+
+    def start(self, clock, arm, report):
+        """Start filing: ``clock`` is the loop's clock (the wheel starts at its current time),
+        ``arm(when)`` wakes the driver at ``when`` (None: never), ``report(callback, args,
+        exc, handle)`` takes a callback's error. Once, before anything is scheduled."""
+        self._wheel = HierarchicalWheel(self._wheel.tick, self._wheel.wheel_size, start=clock())
+        self.time = clock
+        self._arm = arm
+        self._report = report
+        self.running = True
 
     def call_later(self, delay, callback, *args, context=None):
         """Run ``callback(*args)`` in ``delay`` seconds; like ``loop.call_later``.
@@ -275,11 +308,11 @@ cdef class TimerCore:
         deadline beyond the wheel's range, RuntimeError if the Timer is not running,
         PendingLimitError beyond ``max_pending``.
         """
-        if not self._running:
+        if not self.running:
             self._raise_not_running()
         if delay is None:
             raise TypeError(DELAY_NONE)
-        when = _deadline_after(self._time(), delay)
+        when = _deadline_after(self.time(), delay)
         _check_callback_fast(callback, "call_later")
         return self._schedule(when, callback, args, context)
 
@@ -289,7 +322,7 @@ cdef class TimerCore:
         ``when`` is any real number; one that is not an int or a float is rounded up to a float
         (``handle.when()``). Checks and errors as for :meth:`call_later`.
         """
-        if not self._running:
+        if not self.running:
             self._raise_not_running()
         if when is None:
             raise TypeError(WHEN_NONE)
@@ -297,16 +330,10 @@ cdef class TimerCore:
         _check_callback_fast(callback, "call_at")
         return self._schedule(deadline, callback, args, context)
 
-    def _refile_at(self, when, callback, *args, context=None):
-        """``call_at`` for the library's own bookkeeping, which ``max_pending`` never refuses.
-
-        For filing again work the Timer already accepted, when the entry standing for it fires
-        early: an idle key touched since its entry was filed, a Timeout whose deadline moved
-        later (:mod:`aiowheel.idle`, :mod:`aiowheel.timeouts`). The limit refuses new work at
-        the call that asks for it; refused here, inside the driver's pass, the work would be
-        lost. RuntimeError if the Timer is not running.
-        """
-        if not self._running:
+    def refile_at(self, when, callback, *args, context=None):
+        """``call_at`` for the feature layers' own bookkeeping, which ``max_pending`` never
+        refuses (see :meth:`aiowheel.Timer.refile_at`). RuntimeError if not running."""
+        if not self.running:
             self._raise_not_running()
         return self._schedule(_checked_deadline(when, "when"), callback, args, context, False)
 
@@ -352,27 +379,27 @@ cdef class TimerCore:
         return 0
 
     cdef int _file(self, TimerHandle handle) except -1:
+        """Put ``handle`` in the wheel, and arm the driver if it is now due earlier (the first
+        rule of arming, in the class docstring)."""
         cdef object deadline
         self._wheel.add_entry(handle)
         deadline = _deadline(handle)
         if PyFloat_CheckExact(deadline):
             if PyFloat_AS_DOUBLE(deadline) < self._armed_at:
-                self._rearm()
+                self._arm_earlier()
         elif deadline < self._armed_at:
-            self._rearm()
+            self._arm_earlier()
         return 0
 
-    def _add(self, handle):
-        """File ``handle`` (made by the Timer: a Job) on the wheel."""
-        self._check_limit()
-        self._file(handle)
-        return handle
-
-    def _check_running(self):
-        self._raise_not_running()
+    cdef int _arm_earlier(self) except -1:
+        next_deadline = self._wheel.next_deadline()
+        if next_deadline is not None and next_deadline < self._armed_at:
+            self._armed_at = next_deadline
+            self._arm(next_deadline)
+        return 0
 
     cdef int _raise_not_running(self) except -1:
-        if self._closed:
+        if self.closed:
             raise RuntimeError(CLOSED)
         raise RuntimeError(NOT_RUNNING)
 
@@ -386,15 +413,22 @@ cdef class TimerCore:
         if not self._wheel._len:
             self._snapshot = None
 
-    def _cancel_all(self):
-        """Cancel every pending timer, as the Timer closes; return them in deadline order.
+    def close(self):
+        """Stop: cancel every pending timer and return ``(callback, args)`` of each, in deadline
+        order. Idempotent (later calls return ``[]``); afterwards scheduling raises
+        RuntimeError.
 
         Pending are the wheel's entries and, when a callback of the driver's pass closes the
         Timer (a coroutine started eagerly can, by ``await timer.aclose()``), the rest of the
         batch that pass took out of the wheel: none of it runs on the closed Timer.
         """
         cdef list handles = []
+        cdef list cancelled = []
         cdef TimerHandle handle
+        self.closed = True
+        if not self.running:
+            return cancelled
+        self.running = False
         if self._batch:
             for entry in self._batch:
                 if (<TimerHandle>entry)._timer is not None:
@@ -405,41 +439,54 @@ cdef class TimerCore:
             handle = <TimerHandle?>entry
             self._cancelled_count += 1
             handle._cancelled = True
+            cancelled.append((_get(handle, _OFF_PAYLOAD, "payload"), handle._args))
             _release_handle(handle)
-        return handles
+        return cancelled
 
-    @staticmethod
-    def _release(TimerHandle handle):
-        _release_handle(handle)
+    def rearm(self):
+        """Arm the driver for the wheel's next deadline (None if nothing is pending), whatever
+        was armed: the second rule of arming, after a pass (or once an interrupt that left it
+        has gone). Nothing once closed."""
+        if self.running:
+            next_deadline = self._wheel.next_deadline()
+            self._armed_at = math.inf if next_deadline is None else next_deadline
+            self._arm(next_deadline)
 
-    cdef int _rearm(self) except -1:
-        next_deadline = self._wheel.next_deadline()
-        if next_deadline is not None and next_deadline < self._armed_at:
-            self._armed_at = next_deadline
-            self._backend.arm(next_deadline)
-        return 0
+    def counters(self):
+        """``(started, lateness_sum, max_lateness, cancelled)`` so far: the callbacks started
+        per bucket of :mod:`aiowheel._lateness`, the sum of their lateness and the largest, in
+        seconds, and the timers cancelled before they ran."""
+        return (
+            tuple([self._lateness[i] for i in range(_BUCKETS)]),
+            self._lateness_sum,
+            self._max_lateness,
+            self._cancelled_count,
+        )
 
-    def _lateness_counts(self):
-        """Callbacks started so far, per bucket of :mod:`aiowheel._lateness`."""
-        return tuple([self._lateness[i] for i in range(_BUCKETS)])
+    def pending_per_level(self):
+        """Timers pending on each level of the wheel, level 0 first (see
+        :meth:`aiowheel.HierarchicalWheel.pending_per_level`)."""
+        return self._wheel.pending_per_level()
 
-    def _run_due(self):
-        """Run every callback due at the clock's current time, in (deadline, scheduling order),
-        and count each one's lateness (see :mod:`aiowheel._lateness`)."""
+    def run_due(self):
+        """The driver's pass: run every callback due at the clock's current time, in (deadline,
+        scheduling order), and count each one's lateness (see :mod:`aiowheel._lateness`).
+
+        From here until :meth:`rearm` the driver counts as dispatching: filing arms nothing.
+        An interrupt (or an error of the clock) leaves with the rest of the batch back in the
+        wheel, due at once."""
         cdef list due
-        cdef Py_ssize_t n, index = 0, skipped = 0, i
+        cdef Py_ssize_t n, index = 0, i
         cdef TimerHandle handle
         cdef object callback, args, context
         cdef bint one_arg
         cdef double now_seconds, lateness
-        now = self._time()
+        self._armed_at = -math.inf
+        now = self.time()
         due = self._wheel.advance_entries(now)
         n = PyList_GET_SIZE(due)
         if not n:
             return
-        # The batch is in deadline order: its last entry is the latest.
-        if _deadline(<Entry>PyList_GET_ITEM(due, n - 1)) > now:  # impossible; counted as proof
-            self._early += sum(1 for entry in due if _deadline(<Entry>entry) > now)
         now_seconds = now
         self._batch = due
         try:
@@ -447,11 +494,10 @@ cdef class TimerCore:
                 if i and i % _STRIDE == 0:
                     # Before the cancelled check (every 16th entry, cancelled or not) and before
                     # index moves on (if the clock raises, this entry is re-filed below).
-                    now_seconds = self._time()
+                    now_seconds = self.time()
                 index = i
                 handle = <TimerHandle?>due[i]
                 if handle._cancelled:  # by an earlier callback of this batch
-                    skipped += 1
                     continue
                 # Counted per callback, so that stats() in a callback adds up: fired is the
                 # histogram's count.
@@ -482,7 +528,12 @@ cdef class TimerCore:
                     self._wheel.add_entry(handle)
             raise
         finally:
-            self._fired += index + 1 - skipped
             self._snapshot = None
             self._batch = None
+
+
+def _not_started(*args):
+    """``arm`` and ``report`` before :meth:`TimerCore.start` (never called: nothing is filed)."""
+    raise RuntimeError(NOT_RUNNING)
+
 

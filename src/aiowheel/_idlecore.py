@@ -9,8 +9,8 @@ context manager, and documents the rule and the guarantees. The core talks to it
 through the host interface, :class:`aiowheel.TimerHost` (``time``, ``tick``, ``closed``,
 ``call_at``, ``refile_at``, ``run_now``).
 
-This module is the specification of that hot path; ``aiowheel/_cidle.pxi`` is its compiled
-twin (built into ``aiowheel._cwheel``), with the same behaviour and errors, and
+This module is the specification of that hot path; ``aiowheel/_cidlecore.pyx`` is its compiled
+twin (the extension ``aiowheel._cidlecore``), with the same behaviour and errors, and
 :mod:`aiowheel._impl` declares both: an IdleTimeouts runs the twin its Timer runs. The idle
 tests run on both, and ``tests/test_idle.py`` drives both side by side against a reference
 model.

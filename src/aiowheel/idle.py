@@ -59,10 +59,11 @@ How it stays cheap -- lazy re-filing, grouped by tick:
 * ``discard`` marks the key untracked and leaves its filing in place: the dict entry goes when
   that filing comes due (at most ``timeout`` plus a tick later), or is reused by a new touch.
 * The state and the hot path live in the idle core, which ``IdleTimeouts`` holds: pure Python
-  in :mod:`aiowheel._idlecore` (the specification), compiled in the wheel's extension when it
-  is built; an ``IdleTimeouts`` runs the twin its Timer runs (``timer.core``). Its ``touch``,
-  ``discard`` and ``deadline`` are the core's own methods, bound on the ``IdleTimeouts``: the
-  compiled ``touch`` runs no Python frame. Both twins pass the same tests.
+  in :mod:`aiowheel._idlecore` (the specification), compiled (``aiowheel._cidlecore``) when
+  the extensions are built; an ``IdleTimeouts`` runs the twin its Timer runs (``timer.core``).
+  Its ``touch``, ``discard`` and ``deadline`` are the core's own methods, bound on the
+  ``IdleTimeouts``: the compiled ``touch`` runs no Python frame. Both twins pass the same
+  tests.
 * ``touch`` reads the Timer's clock (``timer.time()``) every time, never a time cached for the
   loop's pass. The rule and the driver use that clock; a touch dated by an older reading would
   let its key expire before ``timeout`` had passed since the touch (in the clock everyone else
