@@ -18,10 +18,17 @@ test that needs one twin says so with ``@pytest.mark.impl("pure")`` or
 ``@pytest.mark.impl("compiled")``: with the fixture it then runs on that twin only; without it,
 it is skipped unless :mod:`aiowheel._impl` selected that twin.
 
-Everything built on the twins -- the Timer, timeouts, idle expiry, the event loop -- runs on the
-core :mod:`aiowheel._impl` selects, the compiled one if built. ``scripts/test`` therefore runs
-pytest on the compiled core on every Python the package claims, then once with
-``AIOWHEEL_NO_EXTENSIONS=1`` on the pure one.
+Everything built on the twins -- the Timer, timeouts, idle expiry, the event loop -- holds a core
+made from one side of :mod:`aiowheel._impl`: the selected one unless told otherwise
+(``Timer(core="pure")``). A test of those layers takes the ``core`` fixture -- the name of the
+side under test, ``"compiled"`` or ``"pure"`` -- or its module asks for it with
+``pytestmark = pytest.mark.usefixtures("core")``: it then runs once per side in one pytest run,
+and whatever the test makes without naming a core runs on that side (for the test's length the
+fixture makes it :data:`aiowheel._impl.SELECTED`, which is what ``core=None`` means). The
+compiled side is skipped when it is not built; ``@pytest.mark.impl(...)`` narrows ``core`` as it
+narrows ``impl``, and a test taking both gets the same side in both. So ``scripts/test`` needs one
+pytest run per Python; a process started with ``AIOWHEEL_NO_EXTENSIONS=1`` still runs pure
+Python throughout (``tests/test_impl.py`` starts such processes and checks it).
 
 Which core and Python. The header of every run names them. ``scripts/test`` sets
 ``AIOWHEEL_EXPECT_CORE`` (``compiled`` or ``pure``) for each run, and a run whose process loaded
@@ -36,9 +43,10 @@ import platform
 from typing import Any
 
 import pytest
-from twins import IMPLS, Impl, load_impl, selected_impl
+from twins import CORES, IMPLS, Impl, load_impl, load_side, selected_impl
 
 import aiowheel
+from aiowheel import _impl
 from aiowheel.testing import VirtualTimeLoop
 
 BACKENDS = ["asyncio", "uvloop", "trio"]
@@ -111,8 +119,16 @@ def _marked_impl(node: Any) -> str | None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "impl" in metafunc.fixturenames:
-        marked = _marked_impl(metafunc.definition)
+    marked = _marked_impl(metafunc.definition)
+    if "core" in metafunc.fixturenames:
+        cores = CORES if marked is None else (marked,)
+        if "impl" in metafunc.fixturenames:  # one side for both
+            metafunc.parametrize(
+                ("core", "impl"), [(name, name) for name in cores], indirect=True, ids=cores
+            )
+        else:
+            metafunc.parametrize("core", cores, indirect=True, ids=list(cores))
+    elif "impl" in metafunc.fixturenames:
         names = IMPLS if marked is None else (marked,)
         metafunc.parametrize("impl", names, indirect=True, ids=list(names), scope="session")
 
@@ -128,3 +144,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def impl(request: pytest.FixtureRequest) -> Impl:
     """The twin under test (parametrized by ``pytest_generate_tests``)."""
     return load_impl(request.param)
+
+
+@pytest.fixture
+def core(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The side under test, ``"compiled"`` or ``"pure"`` (parametrized by
+    ``pytest_generate_tests``): what a Timer made in the test without ``core=`` runs on."""
+    name: str = request.param
+    monkeypatch.setattr(_impl, "SELECTED", load_side(name))
+    return name

@@ -18,9 +18,19 @@ import pytest
 
 from aiowheel import _impl
 
-__all__ = ["IMPLS", "Impl", "load_impl", "selected_impl"]
+__all__ = [
+    "CORES",
+    "IMPLS",
+    "Impl",
+    "is_loop_handle",
+    "load_impl",
+    "load_side",
+    "selected_impl",
+]
 
 IMPLS = ("pure", "compiled")
+#: The ``core`` fixture's values, as ``Timer(core=...)`` takes them.
+CORES = ("compiled", "pure")
 
 
 @dataclass(frozen=True)
@@ -67,6 +77,22 @@ def load_impl(name: str) -> Impl:
     )
 
 
+def load_side(name: str) -> _impl.Impl:
+    """The side of :mod:`aiowheel._impl` called ``name``; skips the calling test if it is the
+    compiled one and is not built (or ``AIOWHEEL_NO_EXTENSIONS`` is set)."""
+    try:
+        return _impl.impl_named(name)
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+
+
 def selected_impl() -> str:
     """The twin :mod:`aiowheel._impl` selected in this process."""
     return "compiled" if _impl.COMPILED else "pure"
+
+
+def is_loop_handle(handle: object) -> bool:
+    """True if ``handle`` is a wheel loop's handle of the side under test: the loop core of
+    :data:`aiowheel._impl.SELECTED`, which the ``core`` fixture sets. (``aiowheel.loop``'s
+    ``LoopTimerHandle`` is the class of the side selected at import.)"""
+    return isinstance(handle, _impl.SELECTED.loop.TimerHandle)

@@ -8,8 +8,8 @@ implements the same names with the same behaviour, errors and tests.
   (pure: :mod:`aiowheel.wheel`);
 * ``timer`` -- the Timer's scheduling and dispatch, ``TimerCore`` and ``TimerHandle``
   (pure: :mod:`aiowheel._timercore`);
-* ``loop`` -- the wheel-backed event loop's timers, ``LoopCore``, the loop's ``TimerHandle`` and
-  its ``call_later`` / ``call_at`` (pure: :mod:`aiowheel._loopcore`);
+* ``loop`` -- the wheel-backed event loop's timers, ``LoopCore`` and the loop's ``TimerHandle``
+  (pure: :mod:`aiowheel._loopcore`);
 * ``idle`` -- idle expiry's touch and filing, ``IdleCore`` (pure: :mod:`aiowheel._idlecore`).
 
 :data:`TWINS` is the one list of them: the test fixtures, the parity tests and ``setup.py`` (the
@@ -20,7 +20,8 @@ An :class:`Impl` is one side, every core of it: ``impl.timer.TimerCore`` and so 
 are never mixed (the compiled Timer core files its handles in the compiled wheel).
 :data:`SELECTED` is the side this process runs: the compiled one if it was built, else the pure
 one; set ``AIOWHEEL_NO_EXTENSIONS`` to a non-empty value before the first ``import aiowheel`` to
-force pure Python. :data:`CORE` is its name, published as :data:`aiowheel.CORE`.
+force pure Python. :data:`CORE` is its name, published as :data:`aiowheel.CORE`. A layer that
+holds a core is made from :data:`SELECTED` by default, or from the side :func:`impl_named` names.
 """
 
 from __future__ import annotations
@@ -48,8 +49,7 @@ __all__ = [
     "ceil_ticks",
     "compiled_impl",
     "floor_ticks",
-    "loop_call_at",
-    "loop_call_later",
+    "impl_named",
 ]
 
 #: Every twin: (its name, its pure module, its compiled module, the names both export).
@@ -65,18 +65,14 @@ TWINS: Final = (
         "loop",
         "aiowheel._loopcore",
         "aiowheel._cwheel",
-        ("LoopCore", "TimerHandle", "call_at", "call_later"),
+        ("LoopCore", "TimerHandle"),
     ),
     ("idle", "aiowheel._idlecore", "aiowheel._cwheel", ("IdleCore",)),
 )
 
 # While the compiled twins share one module, the loop's names there differ from the pure ones
 # (the Timer core's TimerHandle is in the same module).
-_COMPILED_SPELLING: Final = {
-    ("loop", "TimerHandle"): "LoopTimerHandle",
-    ("loop", "call_at"): "loop_call_at",
-    ("loop", "call_later"): "loop_call_later",
-}
+_COMPILED_SPELLING: Final = {("loop", "TimerHandle"): "LoopTimerHandle"}
 
 
 @dataclass(frozen=True, repr=False)
@@ -127,6 +123,30 @@ SELECTED: Final = compiled_impl() or PURE
 COMPILED: Final = SELECTED is not PURE
 """True if :data:`SELECTED` is the compiled side."""
 
+_COMPILED_SIDE: Final = SELECTED if COMPILED else None
+
+
+def impl_named(name: str | None) -> Impl:
+    """The side called ``name``: ``"compiled"`` or ``"pure"``; None: :data:`SELECTED`.
+
+    For a layer that holds a core (``Timer(core=...)``). RuntimeError for ``"compiled"`` when it
+    is not built or ``AIOWHEEL_NO_EXTENSIONS`` is set; ValueError for another name.
+    """
+    if name is None:
+        return SELECTED
+    if name == "pure":
+        return PURE
+    if name == "compiled":
+        if _COMPILED_SIDE is None:
+            raise RuntimeError(
+                "core='compiled': the compiled core is not built for this interpreter (no C "
+                "compiler at install time) or AIOWHEEL_NO_EXTENSIONS is set; use core='pure' "
+                "or None"
+            )
+        return _COMPILED_SIDE
+    raise ValueError(f"core must be 'compiled', 'pure' or None, got {name!r}")
+
+
 CORE: Literal["compiled", "pure"] = SELECTED.name
 """Which core runs, by name: ``"compiled"`` or ``"pure"`` (published as :data:`aiowheel.CORE`)."""
 
@@ -136,8 +156,6 @@ if TYPE_CHECKING:
     from aiowheel._idlecore import IdleCore
     from aiowheel._loopcore import LoopCore
     from aiowheel._loopcore import TimerHandle as LoopTimerHandle
-    from aiowheel._loopcore import call_at as loop_call_at
-    from aiowheel._loopcore import call_later as loop_call_later
     from aiowheel._timercore import TimerCore, TimerHandle
     from aiowheel.wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
 else:
@@ -149,6 +167,4 @@ else:
     TimerHandle = SELECTED.timer.TimerHandle
     LoopCore = SELECTED.loop.LoopCore
     LoopTimerHandle = SELECTED.loop.TimerHandle
-    loop_call_at = SELECTED.loop.call_at
-    loop_call_later = SELECTED.loop.call_later
     IdleCore = SELECTED.idle.IdleCore
