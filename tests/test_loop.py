@@ -789,6 +789,27 @@ def test_uvloop_delays_are_whole_milliseconds_at_or_after_when(now_ms: int) -> N
 
 
 @needs_uvloop
+@needs_uvloop
+def test_a_lone_timer_costs_one_driver_pass_on_uvloop() -> None:
+    # uvloop's clock counts whole milliseconds, the default tick: a pass at the start of a
+    # timer's tick could never find it due. The driver is armed just after that start, for the
+    # tick's own millisecond, so each lone timer takes one pass (it took two: the regression).
+    loop = new_uvloop_event_loop()
+
+    async def lone_timers(count: int) -> None:
+        for _ in range(count):
+            done = loop.create_future()
+            loop.call_later(0.0503, done.set_result, None)  # off uvloop's millisecond grid
+            await done
+
+    try:
+        loop.run_until_complete(asyncio.wait_for(lone_timers(20), HANG))
+        stats = loop.wheel_stats()
+        assert (stats.fired, stats.driver_wakeups) == (20, 20)
+    finally:
+        loop.close()
+
+
 def test_uvloop_driver_is_armed_for_the_buckets_millisecond() -> None:
     # The regression: ceil((deadline - time()) * 1000) made 22.000000000048203 ms into 23, so
     # about half the drivers, and every timer of their buckets, ran a millisecond late.
@@ -910,22 +931,30 @@ def live_base_timers(loop: VirtualLoop) -> list[asyncio.TimerHandle]:
     return [handle for handle in loop._scheduled if not handle.cancelled()]  # type: ignore[attr-defined]
 
 
+def bucket_start(loop: WheelLoop) -> float:
+    """The start of the wheel's earliest bucket, a tick before it expires: every deadline in it
+    is later (the wheel rounds deadlines up to a tick)."""
+    expires = loop.wheel.next_deadline()
+    assert expires is not None
+    return (round(expires / TICK) - 1) * TICK
+
+
 def test_one_driver_armed_for_the_earliest_bucket_and_disarmed_when_empty() -> None:
     loop = VirtualLoop()
     assert live_base_timers(loop) == []
-    # Armed a tick before the earliest bucket expires: no deadline in it is earlier.
+    # Armed just after the start of the earliest bucket: no deadline in it is earlier.
     late = loop.call_later(0.05, Callback())
     (driver,) = live_base_timers(loop)
-    assert driver.when() == loop.wheel.next_deadline() - TICK
+    assert driver.when() == math.nextafter(bucket_start(loop), math.inf)
     for _ in range(100):
         loop.call_later(0.06, Callback())
     assert live_base_timers(loop) == [driver]  # later buckets do not re-arm it
     early = loop.call_later(0.01, Callback())
     (driver,) = live_base_timers(loop)
-    assert driver.when() == loop.wheel.next_deadline() - TICK <= early.when()
+    assert driver.when() == math.nextafter(bucket_start(loop), math.inf) <= early.when()
     early.cancel()  # the earliest bucket is now empty: the driver moves later
     (driver,) = live_base_timers(loop)
-    assert driver.when() == loop.wheel.next_deadline() - TICK <= late.when()
+    assert driver.when() == math.nextafter(bucket_start(loop), math.inf) <= late.when()
     loop.close()
 
 

@@ -16,8 +16,8 @@ whose bucket could hold a deadline up to two ticks ahead (so the wheel's tick ne
 timer), then takes out exactly those whose deadline the clock has reached. A timer therefore
 runs in the pass in which ``loop.time()`` reaches its ``when()``, never before, and due timers
 run in (deadline, scheduling order) whichever structure held them. :meth:`LoopCore.next_due`
-is when the driver must run: the heap's earliest deadline, or a tick before the wheel's next
-bucket expires (no deadline in that bucket is earlier).
+is when the driver must run: the heap's earliest deadline, or just after the start of the
+wheel's next bucket, a tick before it expires (every deadline in that bucket is later).
 
 This module is the specification of that hot path; ``aiowheel/_cloop.pxi`` is its compiled twin
 (built into ``aiowheel._cwheel``), and :mod:`aiowheel._impl` declares the two. A loop is made
@@ -406,7 +406,7 @@ class LoopCore:
         if deadline < self.driver_when:
             # Only then can the driver be armed too late. A wheel timer due at or after the
             # driver may sit in a higher-level bucket that expires earlier, but next_due is
-            # a tick before the earliest bucket, so the driver is still armed early enough.
+            # at the start of the earliest bucket, so the driver is still armed early enough.
             next_due = self.next_due()
             if next_due < self.driver_when:
                 self.driver_when = next_due
@@ -453,17 +453,25 @@ class LoopCore:
             self.arm(when)
 
     def next_due(self) -> float:
-        """When the driver must run next: the near queue's earliest deadline, or a tick before
-        the wheel's next bucket expires (its deadlines are all later), whichever is earlier;
-        inf if the core holds no timer. Drops cancelled timers from the top of the queue."""
+        """When the driver must run next: the near queue's earliest deadline, or the first
+        float after the start of the wheel's next bucket (a tick before it expires; every
+        deadline in it is later), whichever is earlier; inf if the core holds no timer. Drops
+        cancelled timers from the top of the queue."""
         near = self.near
         while near and near[0][2]._cancelled:
             heappop(near)
             self.cancelled += 1
         when = near[0][0] if near else math.inf
         next_deadline = self.wheel.next_deadline()
-        if next_deadline is not None and next_deadline - self.wheel.tick < when:
-            return next_deadline - self.wheel.tick
+        if next_deadline is not None:
+            tick = self.wheel.tick
+            # The bucket's deadlines are all after (q - 1) * tick, q its expiration in ticks (the
+            # wheel's rounding, ceil_ticks). Just after it, not at it: on a clock that counts
+            # whole ticks (uvloop's milliseconds, with the default tick) a pass at the start
+            # itself could never find a timer of the bucket due, and would only cost a pass.
+            start = math.nextafter((round(next_deadline / tick) - 1) * tick, math.inf)
+            if start < when:
+                return start
         return when
 
     def advance(self, now: float) -> list[TimerHandle]:

@@ -42,11 +42,12 @@ Short timers are nearly all sleeps and back-offs that fire soon; the timers that
 long timeouts that are almost always cancelled -- are the ones the wheel is for.
 
 Driving. Every timer the core holds is run by one *driver*: a single ordinary timer on the base
-loop, armed for ``LoopCore.next_due()`` -- the near queue's earliest deadline, or a tick before
-the wheel's next non-empty bucket expires (no deadline in that bucket is earlier), whichever
-comes first. The base loop therefore sleeps until then, with no task per timer and no wakeup
-while nothing is due. The driver is re-armed only when that can change: a new timer is due
-before it, a cancellation empties a bucket (cancelling the last timer disarms it), or it has run.
+loop, armed for ``LoopCore.next_due()`` -- the near queue's earliest deadline, or just after the
+start of the wheel's next non-empty bucket, a tick before it expires (every deadline in that
+bucket is later), whichever comes first. The base loop therefore sleeps until then, with no task
+per timer and no wakeup while nothing is due. The driver is re-armed only when that can change: a
+new timer is due before it, a cancellation empties a bucket (cancelling the last timer disarms
+it), or it has run.
 When it runs, at the actual ``loop.time()`` (never the time it was armed for), the core moves
 every wheel timer that could be due within two ticks into the near queue, takes out of the queue
 exactly those whose deadline ``loop.time()`` has reached, and the driver runs them in (deadline,
@@ -59,7 +60,9 @@ batch runs at the loop's next pass.
 So a timer runs in the pass in which ``loop.time()`` reaches its ``when()``, as asyncio's do, and
 the wheel's tick only decides how timers are stored, never when they run. Timers scheduled while
 a batch runs are never part of that batch; they run in a later pass, as in asyncio. A timer alone
-in its tick costs one extra driver pass, at the start of its tick, to find its exact deadline.
+in its tick can cost one extra driver pass, at the start of its tick, to find its exact deadline;
+not on uvloop, whose clock counts whole milliseconds (the default tick): there the pass just after
+the tick's start is the tick's own millisecond.
 
 If the wheel's clock lags the loop's by more than level 0's span when a timer is added (an idle
 wheel, or one holding only far timers), it is first moved up to ``loop.time()``, so that a near
