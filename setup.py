@@ -1,25 +1,44 @@
-"""Build the optional extension ``aiowheel._cwheel``: the compiled wheel and Timer core.
+"""Build the optional compiled parts: one extension per compiled home in ``aiowheel._impl.TWINS``.
 
 All other metadata is in pyproject.toml.
 
-The extension is optional, as in aio-libs' packages: without Cython or a working C compiler, or
-with ``AIOWHEEL_NO_EXTENSIONS`` set to a non-empty value, the install still succeeds, with a
-warning, and ``aiowheel._impl`` falls back to the pure-Python wheel.
+The parts are read from the twin table, not listed here: ``src/aiowheel/_impl.py`` is parsed
+(``ast``; the package is not imported) and every distinct compiled module of ``TWINS`` is built
+from the ``.pyx`` of that name (``aiowheel._ctimercore`` from ``src/aiowheel/_ctimercore.pyx``).
+
+The extensions are optional, as in aio-libs' packages: without Cython or a working C compiler,
+or with ``AIOWHEEL_NO_EXTENSIONS`` set to a non-empty value, the install still succeeds, with a
+warning, and ``aiowheel._impl`` falls back to the pure-Python twins.
 """
 
 from __future__ import annotations
 
+import ast
 import glob
 import os
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-PYX = "src/aiowheel/_cwheel.pyx"
-# Every other Cython source: the parts PYX includes (see its docstring) and any .pxd. A glob, so
-# that a new part rebuilds the extension when it changes without being listed here.
+SRC = Path("src")
+# Every other Cython source: the .pxi files a part includes and the .pxd files it cimports. A
+# glob, so that a new one rebuilds every part when it changes without being listed here.
 DEPENDS = sorted(glob.glob("src/aiowheel/**/*.px[id]", recursive=True))
+
+
+def compiled_homes() -> list[str]:
+    """The distinct compiled modules of ``aiowheel._impl.TWINS``, in the table's order."""
+    tree = ast.parse((SRC / "aiowheel" / "_impl.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.AnnAssign | ast.Assign):
+            targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
+            if any(isinstance(t, ast.Name) and t.id == "TWINS" for t in targets):
+                assert node.value is not None
+                twins = ast.literal_eval(node.value)
+                return list(dict.fromkeys(compiled for _, _, compiled, _ in twins))
+    raise RuntimeError("src/aiowheel/_impl.py has no TWINS table")
 
 
 class OptionalBuildExt(build_ext):
@@ -50,8 +69,8 @@ class OptionalBuildExt(build_ext):
 
 def _warn(reason: str) -> None:
     print(
-        f"WARNING: aiowheel's compiled wheel was not built ({reason}); "
-        "the pure-Python wheel will be used.",
+        f"WARNING: aiowheel's compiled core was not built ({reason}); "
+        "the pure-Python core will be used.",
         file=sys.stderr,
     )
 
@@ -66,11 +85,23 @@ def _extensions() -> list[Extension]:
         return []
     # No fused multiply-add: the float rounding must match CPython's, operation by operation.
     extra = [] if sys.platform == "win32" else ["-ffp-contract=off"]
-    extension = Extension(
-        "aiowheel._cwheel", [PYX], depends=DEPENDS, extra_compile_args=extra, optional=True
-    )
+    extensions = [
+        Extension(
+            name,
+            [str(SRC.joinpath(*name.split(".")).with_suffix(".pyx"))],
+            depends=DEPENDS,
+            extra_compile_args=extra,
+            optional=True,
+        )
+        for name in compiled_homes()
+    ]
     try:
-        return list(cythonize([extension], compiler_directives={"language_level": 3}))
+        # include_path: a part's `cimport aiowheel._cwheel` finds src/aiowheel/_cwheel.pxd.
+        return list(
+            cythonize(
+                extensions, include_path=[str(SRC)], compiler_directives={"language_level": 3}
+            )
+        )
     except Exception as exc:  # a Cython error: still install, pure
         _warn(f"cythonize failed: {exc}")
         return []

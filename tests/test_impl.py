@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import gc
+import importlib
 import inspect
 import math
 import os
@@ -39,10 +40,12 @@ from aiowheel import wheel as pure
 if TYPE_CHECKING:
     from twins import Impl
 
-try:
+try:  # the compiled twins, one part per pure module (aiowheel._impl.TWINS)
+    from aiowheel import _cidlecore as compiled_idle
+    from aiowheel import _ctimercore as compiled_core
     from aiowheel import _cwheel as compiled
 except ImportError:  # not built
-    compiled = None  # type: ignore[assignment]
+    compiled = compiled_core = compiled_idle = None  # type: ignore[assignment]
 
 needs_compiled = pytest.mark.skipif(compiled is None, reason="the compiled wheel is not built")
 
@@ -74,7 +77,7 @@ def test_an_empty_env_var_does_not_force_pure_python() -> None:
     expected = (
         "False aiowheel.wheel aiowheel._timercore"
         if compiled is None
-        else "True aiowheel._cwheel aiowheel._cwheel"
+        else "True aiowheel._cwheel aiowheel._ctimercore"
     )
     assert selected({"AIOWHEEL_NO_EXTENSIONS": ""}) == expected
 
@@ -124,7 +127,7 @@ def test_this_process_uses_the_selected_implementation() -> None:
     assert aiowheel.HierarchicalWheel is module.HierarchicalWheel
     for name in ("Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"):
         assert getattr(_impl, name) is getattr(module, name)
-    core_module = compiled if expected else pure_core
+    core_module = compiled_core if expected else pure_core
     for name in ("TimerCore", "TimerHandle"):
         assert getattr(_impl, name) is getattr(core_module, name)
 
@@ -138,17 +141,17 @@ def public_names(cls: type) -> set[str]:
 
 @needs_compiled
 @pytest.mark.parametrize(
-    ("name", "spec"),
+    ("name", "spec", "twin"),
     [
-        ("Entry", pure),
-        ("HierarchicalWheel", pure),
-        ("TimerCore", pure_core),
-        ("TimerHandle", pure_core),
-        ("IdleCore", pure_idle),
+        ("Entry", pure, compiled),
+        ("HierarchicalWheel", pure, compiled),
+        ("TimerCore", pure_core, compiled_core),
+        ("TimerHandle", pure_core, compiled_core),
+        ("IdleCore", pure_idle, compiled_idle),
     ],
 )
-def test_same_public_names_and_docstrings(name: str, spec: ModuleType) -> None:
-    pure_cls, compiled_cls = getattr(spec, name), getattr(compiled, name)
+def test_same_public_names_and_docstrings(name: str, spec: ModuleType, twin: ModuleType) -> None:
+    pure_cls, compiled_cls = getattr(spec, name), getattr(twin, name)
     assert public_names(compiled_cls) == public_names(pure_cls)
     # getdoc: the compiled methods' docstrings come dedented.
     assert inspect.getdoc(compiled_cls) == inspect.getdoc(pure_cls)
@@ -159,13 +162,12 @@ def test_same_public_names_and_docstrings(name: str, spec: ModuleType) -> None:
 
 @needs_compiled
 def test_same_module_functions() -> None:
-    # ... and the loop core's, whose handle is LoopTimerHandle there (TimerHandle being the
-    # Timer's).
-    assert compiled.__all__ == sorted(
-        pure.__all__
-        + pure_core.__all__
-        + ["IdleCore", "LoopCore", "LoopTimerHandle", "loop_call_at", "loop_call_later"]
-    )
+    # Each compiled part exports exactly its twin's names (the pure idle core also exports the
+    # Protocol it types its Timer with).
+    for twin, pure_home, compiled_home, names in _impl.TWINS:
+        compiled_module = importlib.import_module(compiled_home)
+        assert sorted(compiled_module.__all__) == sorted(names), twin
+        assert set(names) <= set(importlib.import_module(pure_home).__all__), twin
     for name in ("ceil_ticks", "floor_ticks"):
         compiled_function, pure_function = getattr(compiled, name), getattr(pure, name)
         assert inspect.getdoc(compiled_function) == inspect.getdoc(pure_function)
@@ -181,15 +183,15 @@ def test_same_method_signatures() -> None:
         _, *rest = inspect.signature(func).parameters.values()
         return [(p.name, p.kind, p.default) for p in rest]
 
-    for spec, name in (
-        (pure, "HierarchicalWheel"),
-        (pure_core, "TimerCore"),
-        (pure_idle, "IdleCore"),
+    for spec, twin, name in (
+        (pure, compiled, "HierarchicalWheel"),
+        (pure_core, compiled_core, "TimerCore"),
+        (pure_idle, compiled_idle, "IdleCore"),
     ):
         for attr in public_names(getattr(spec, name)):
             method = getattr(getattr(spec, name), attr)
             if callable(method):
-                assert parameters(getattr(getattr(compiled, name), attr)) == parameters(method)
+                assert parameters(getattr(getattr(twin, name), attr)) == parameters(method)
     # A compiled __init__ shows no signature; construction by keyword must work alike.
     for module in (pure, compiled):
         entry = module.Entry(deadline=1.5, payload="x")
@@ -543,8 +545,8 @@ def test_a_pending_compiled_handle_costs_at_most_its_budget_of_heap() -> None:
     the list's over-allocation). A GC header back would add 16, a tuple per timer 48."""
     import tracemalloc
 
-    assert compiled is not None
-    assert not compiled.TimerHandle.__flags__ & (1 << 14)  # Py_TPFLAGS_HAVE_GC
+    assert compiled_core is not None
+    assert not compiled_core.TimerHandle.__flags__ & (1 << 14)  # Py_TPFLAGS_HAVE_GC
     n = 20_000
     keys = list(range(n))
     handles: list[Any] = [None] * n
@@ -571,7 +573,7 @@ def test_a_pending_compiled_handle_costs_at_most_its_budget_of_heap() -> None:
 
 @pytest.mark.impl("compiled")
 def test_compiled_handles_are_untracked_share_snapshots_and_reference_nothing_once_done() -> None:
-    """What makes handles without GC support safe (see aiowheel/_ctimercore.pxi): a handle out
+    """What makes handles without GC support safe (see aiowheel/_ctimercore.pyx): a handle out
     of the wheel references nothing. Jobs (a Python subclass) stay tracked, and the collector
     sees the fields they inherit: a cycle through a job's callback is found."""
 

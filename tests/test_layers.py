@@ -5,17 +5,26 @@
 level, under ``if TYPE_CHECKING:``, inside a function; a Cython ``cimport`` too -- must point to
 a module of the same or a lower layer, and the imports must form no cycle. The checker is also
 run on made-up sources (``test_the_checker_fails_on_...``) to show that an upward import, a
-cycle, an unknown module or a layer above reaching a pure twin directly are each caught.
+cycle, an unknown module, a layer above reaching a pure twin directly, and an upward or
+undeclared ``cimport`` between compiled parts are each caught.
+
+Each compiled part is a node of its own: ``_c<name>.pyx`` with its ``_c<name>.pxd`` (what it
+exports to the parts above) and the ``.pxi`` files it includes. A ``.pxd`` without a ``.pyx`` is
+C plumbing the parts share (``_cint64.pxd``, ``_ccpython.pxd``, ``_ccontext.pxd``), a node of
+layer 0. ``COMPILED_ARROWS`` is the one list of the cimports between compiled parts.
 
 The layers, lowest first (``aiowheel/__init__.py`` states the same):
 
 0. the shared contract: :mod:`aiowheel.exceptions`, :mod:`aiowheel._checks` (every check of a
    user's input and its message) and :mod:`aiowheel._lateness` (the lateness histogram's
    buckets);
-1. the wheel twins -- :mod:`aiowheel.wheel` and the compiled extension :mod:`aiowheel._cwheel`
-   (wheel and Timer core) -- and the event-loop adapters :mod:`aiowheel._backends`;
-2. the pure Timer core :mod:`aiowheel._timercore`, the pure loop core :mod:`aiowheel._loopcore`
-   and the pure idle core :mod:`aiowheel._idlecore` (over the pure wheel);
+   The compiled parts' shared C plumbing is here too.
+1. the wheel twins -- :mod:`aiowheel.wheel` and the compiled :mod:`aiowheel._cwheel` -- and the
+   event-loop adapters :mod:`aiowheel._backends`;
+2. the Timer core twins :mod:`aiowheel._timercore` and :mod:`aiowheel._ctimercore`, the loop
+   core twins :mod:`aiowheel._loopcore` and :mod:`aiowheel._cloopcore`, and the idle core twins
+   :mod:`aiowheel._idlecore` and :mod:`aiowheel._cidlecore` (each over its side's wheel; the
+   compiled idle core also over the compiled Timer core, see ``COMPILED_ARROWS``);
 3. the selector :mod:`aiowheel._impl`;
 4. the Timer layer: :mod:`aiowheel.timer` and :mod:`aiowheel.timeouts`;
 5. features on the Timer: :mod:`aiowheel.idle`, the event loop :mod:`aiowheel.loop` (a package:
@@ -42,14 +51,20 @@ LAYERS: dict[str, int] = {
     "aiowheel.exceptions": 0,
     "aiowheel._checks": 0,
     "aiowheel._lateness": 0,
+    "aiowheel._cint64": 0,
+    "aiowheel._ccpython": 0,
+    "aiowheel._ccontext": 0,
     "aiowheel.wheel": 1,
     "aiowheel._cwheel": 1,
     "aiowheel._backends": 1,
     "aiowheel._backends._asyncio": 1,
     "aiowheel._backends._trio": 1,
     "aiowheel._timercore": 2,
+    "aiowheel._ctimercore": 2,
     "aiowheel._loopcore": 2,
+    "aiowheel._cloopcore": 2,
     "aiowheel._idlecore": 2,
+    "aiowheel._cidlecore": 2,
     "aiowheel._impl": 3,
     "aiowheel.timeouts": 4,
     "aiowheel.timer": 4,
@@ -73,8 +88,29 @@ TWINS = {
     "aiowheel._loopcore",
     "aiowheel._idlecore",
     "aiowheel._cwheel",
+    "aiowheel._ctimercore",
+    "aiowheel._cloopcore",
+    "aiowheel._cidlecore",
 }
 SELECTOR_LAYER = LAYERS["aiowheel._impl"]
+
+# The compiled parts, and the compiled parts each may cimport: the layer below only (the idle
+# core reads the Timer core's clock in C). Any other arrow between them fails.
+COMPILED_ARROWS: dict[str, set[str]] = {
+    "aiowheel._cwheel": set(),
+    "aiowheel._ctimercore": {"aiowheel._cwheel"},
+    "aiowheel._cloopcore": {"aiowheel._cwheel"},
+    "aiowheel._cidlecore": {"aiowheel._cwheel", "aiowheel._ctimercore"},
+}
+# What a compiled part may import besides: the shared contract and the shared C plumbing.
+COMPILED_MAY_USE = {
+    "aiowheel._checks",
+    "aiowheel._lateness",
+    "aiowheel.exceptions",
+    "aiowheel._cint64",
+    "aiowheel._ccpython",
+    "aiowheel._ccontext",
+}
 
 # Known exceptions, each to be removed when it is fixed (the test fails when one is obsolete).
 EXCEPTIONS: set[tuple[str, str]] = set()
@@ -93,23 +129,40 @@ def layer_of(module: str) -> int | None:
 # -- reading the imports ------------------------------------------------------------------------
 
 
-def module_name(path: Path) -> str:
-    """The module a source file is part of; ``.pxi``/``.pxd`` parts belong to ``_cwheel``."""
-    relative = path.relative_to(PACKAGE.parent).with_suffix("")
-    parts = list(relative.parts)
-    if path.suffix in (".pxi", ".pxd"):
-        return "aiowheel._cwheel"
+_INCLUDE = re.compile(r"""^\s*include\s+["']([\w.]+)["']""", re.M)
+
+
+def module_name(path: Path, root: Path, includes: dict[str, str]) -> str:
+    """The module a source file (under ``root``) is part of: a ``.pxi`` belongs to the part that
+    includes it (``includes``: file name -> module); a ``.pxd`` to the ``.pyx`` of its name, or
+    else it is a module of its own (C plumbing)."""
+    if path.suffix == ".pxi":
+        return includes.get(path.name, f"{path.name} (included by no part)")
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def sources() -> dict[str, list[tuple[Path, str]]]:
-    """Every source file of the package, grouped by the module it is part of."""
+def sources(package: Path = PACKAGE) -> dict[str, list[tuple[Path, str]]]:
+    """Every source file of ``package``, grouped by the module it is part of."""
+    paths = [
+        path
+        for path in sorted(package.rglob("*"))
+        if path.suffix in (".py", ".pyx", ".pxi", ".pxd") and "__pycache__" not in path.parts
+    ]
+    texts = {path: path.read_text() for path in paths}
+    includes = {
+        name: module_name(path, package.parent, {})
+        for path in paths
+        if path.suffix == ".pyx"
+        for name in _INCLUDE.findall(texts[path])
+    }
     found: dict[str, list[tuple[Path, str]]] = {}
-    for path in sorted(PACKAGE.rglob("*")):
-        if path.suffix in (".py", ".pyx", ".pxi", ".pxd") and "__pycache__" not in path.parts:
-            found.setdefault(module_name(path), []).append((path, path.read_text()))
+    for path in paths:
+        found.setdefault(module_name(path, package.parent, includes), []).append(
+            (path, texts[path])
+        )
     return found
 
 
@@ -233,10 +286,37 @@ def test_known_exceptions_still_exist() -> None:
         assert target in graph.get(module, set()), f"remove {(module, target)} from EXCEPTIONS"
 
 
-def test_the_compiled_extension_imports_only_the_shared_contract() -> None:
-    graph = import_graph(sources())
-    contract = {"aiowheel._checks", "aiowheel._lateness", "aiowheel.exceptions"}
-    assert graph["aiowheel._cwheel"] <= contract
+def compiled_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a compiled part that ``COMPILED_ARROWS`` and ``COMPILED_MAY_USE`` do not
+    allow, and every allowed arrow between parts that is missing (the table is kept true)."""
+    found = []
+    for part, allowed in COMPILED_ARROWS.items():
+        targets = graph.get(part, set())
+        found += [
+            f"{part} imports {target}: not in COMPILED_ARROWS"
+            for target in sorted(targets - allowed - COMPILED_MAY_USE)
+        ]
+        found += [
+            f"{part} no longer imports {target}: remove it from COMPILED_ARROWS"
+            for target in sorted(allowed - targets)
+        ]
+    return found
+
+
+def test_every_compiled_part_is_a_node_of_its_own() -> None:
+    """The twin table's compiled homes are exactly the parts here, each with its .pxd."""
+    from aiowheel._impl import TWINS
+
+    assert {compiled for _, _, compiled, _ in TWINS} == set(COMPILED_ARROWS)
+    files = sources()
+    for part in COMPILED_ARROWS:
+        names = {path.name for path, _ in files[part]}
+        stem = part.rpartition(".")[2]
+        assert {f"{stem}.pyx", f"{stem}.pxd"} <= names, part
+
+
+def test_the_compiled_parts_cimport_only_the_layer_below() -> None:
+    assert compiled_violations(import_graph(sources())) == []
 
 
 # -- the checker catches what it must -----------------------------------------------------------
@@ -291,6 +371,60 @@ def test_the_checker_fails_on_a_layer_above_reaching_a_twin(twin: str) -> None:
     assert violations(graph) == [f"aiowheel.idle imports the twin {twin}: use aiowheel._impl"]
 
 
+def made_up_package(tmp_path: Path, **files: str) -> dict[str, set[str]]:
+    """The import graph of a made-up package ``aiowheel`` of ``file_name=source`` files."""
+    package = tmp_path / "aiowheel"
+    package.mkdir()
+    for name, text in files.items():
+        (package / name).write_text(text)
+    return import_graph(sources(package))
+
+
+def test_the_checker_fails_on_an_upward_cimport(tmp_path: Path) -> None:
+    graph = made_up_package(
+        tmp_path,
+        **{
+            "_cwheel.pyx": 'include "_cticks.pxi"\n',
+            "_cwheel.pxd": "cdef class Entry:\n    pass\n",
+            "_cticks.pxi": "from aiowheel._ctimercore cimport TimerCore\n",
+            "_ctimercore.pyx": "from aiowheel._cwheel cimport Entry\n",
+            "_ctimercore.pxd": "from aiowheel._cwheel cimport Entry\n",
+        },
+    )
+    assert graph["aiowheel._cwheel"] == {"aiowheel._ctimercore"}  # the .pxi is the wheel's
+    assert violations(graph) == [
+        "aiowheel._cwheel (layer 1) imports aiowheel._ctimercore (layer 2)",
+        "import cycle: aiowheel._ctimercore -> aiowheel._cwheel -> aiowheel._ctimercore",
+    ]
+
+
+def test_the_checker_fails_on_a_cimport_between_parts_not_declared(tmp_path: Path) -> None:
+    graph = made_up_package(
+        tmp_path,
+        **{
+            "_cwheel.pyx": "",
+            "_ctimercore.pyx": "from aiowheel._cidlecore cimport IdleCore\n",
+            "_cloopcore.pyx": "from aiowheel._cwheel cimport Entry\n",
+            "_cidlecore.pxd": "from aiowheel._ctimercore cimport TimerCore\n",
+            "_cidlecore.pyx": "from aiowheel._cwheel cimport _to_ticks\n",
+        },
+    )
+    assert violations(graph) == [
+        "import cycle: aiowheel._cidlecore -> aiowheel._ctimercore -> aiowheel._cidlecore"
+    ]
+    assert compiled_violations(graph) == [
+        "aiowheel._ctimercore imports aiowheel._cidlecore: not in COMPILED_ARROWS",
+        "aiowheel._ctimercore no longer imports aiowheel._cwheel: remove it from COMPILED_ARROWS",
+    ]
+
+
+def test_the_checker_fails_on_a_part_include_of_no_part(tmp_path: Path) -> None:
+    graph = made_up_package(tmp_path, **{"_cwheel.pyx": "", "_csort.pxi": ""})
+    assert violations(graph) == [
+        "_csort.pxi (included by no part) has no layer: add it to LAYERS in tests/test_layers.py"
+    ]
+
+
 def test_the_checker_reads_cython_imports() -> None:
     text = "cimport cython\nfrom aiowheel.timer import Timer\ninclude 'x.pxi'\n"
     assert list(cython_imports(text)) == ["cython", "aiowheel.timer"]
@@ -304,8 +438,7 @@ PRIVATE_ENTRY_FIELDS = re.compile(r"\._(bucket|index|ticks|seq)\b")
 WHEEL_SOURCES = {
     "wheel.py",
     "_cwheel.pyx",
-    "_cint64.pxi",
-    "_cmembers.pxi",
+    "_cwheel.pxd",
     "_cchecks.pxi",
     "_cticks.pxi",
     "_centry.pxi",

@@ -36,6 +36,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from aiowheel._impl import TWINS
+
 REPO = Path(__file__).resolve().parent.parent
 # The release's smoke test of an installed aiowheel (run on every wheel before publishing).
 SMOKE = REPO / "scripts" / "smoke.py"
@@ -63,7 +65,10 @@ print(json.dumps({
     "file": aiowheel.__file__,
     "compiled": aiowheel._impl.COMPILED,
     "timer_core": aiowheel._impl.TimerCore.__module__,
-    "extension": importlib.util.find_spec("aiowheel._cwheel") is not None,
+    "extension": all(
+        importlib.util.find_spec(compiled) is not None
+        for _, _, compiled, _ in aiowheel._impl.TWINS
+    ),
     "run": run(main()),
     "pytest11": sorted(
         f"{ep.name}={ep.value}"
@@ -276,7 +281,13 @@ def test_the_sdist_holds_the_package_sources_and_nothing_else(dists: tuple[Path,
     sources = {name for name in names if name.startswith("src/aiowheel/")}
     package = {name.removeprefix("src/") for name in sources}
     assert package == _package_files()
-    assert {"aiowheel/_cwheel.pyx", "aiowheel/_ctimercore.pxi", "aiowheel/_cwheel.pyi"} <= package
+    assert {
+        "aiowheel/_cwheel.pyx",
+        "aiowheel/_cwheel.pxd",
+        "aiowheel/_cticks.pxi",
+        "aiowheel/_ccpython.pxd",
+        "aiowheel/_ctimercore.pyi",
+    } <= package
     metadata_files = {name for name in names if name.startswith("src/aiowheel.egg-info/")}
     assert names - sources - metadata_files == {
         "LICENSE",
@@ -296,7 +307,10 @@ def test_the_wheel_is_compiled_and_holds_no_build_leftovers(dists: tuple[Path, P
         names = set(archive.namelist())
     package = {name for name in names if name.startswith("aiowheel/")}
     extensions = {name for name in package if name.endswith((".so", ".pyd"))}
-    assert len(extensions) == 1 and next(iter(extensions)).startswith("aiowheel/_cwheel.")
+    # One compiled part per compiled home of the twin table, each built once.
+    homes = {compiled for _, _, compiled, _ in TWINS}
+    assert len(extensions) == len(homes)
+    assert {name.partition(".")[0].replace("/", ".") for name in extensions} == homes
     assert package - extensions == _package_files()
     assert not any(name.endswith((".c", ".pyc")) for name in names)
 
@@ -318,7 +332,7 @@ def test_the_installed_wheel_runs_the_compiled_core(wheel_venv: Path, workdir: P
     report = _probe(wheel_venv, cwd=workdir)
     assert Path(str(report["file"])).is_relative_to(workdir / "wheel-venv")  # not the checkout
     assert report["compiled"] is True
-    assert report["timer_core"] == "aiowheel._cwheel"
+    assert report["timer_core"] == "aiowheel._ctimercore"
     assert report["extension"] is True
     assert report["run"] == ["fired", True]
     assert report["pytest11"] == ["aiowheel=aiowheel.pytest_plugin"]

@@ -52,28 +52,28 @@ class Impl:
 
 @functools.cache
 def load_impl(name: str) -> Impl:
-    """The ``name`` twin; skips the calling test if it is the compiled one and is not built."""
+    """The ``name`` twin, as :mod:`aiowheel._impl` loads it (``PURE``, ``compiled_impl()``);
+    skips the calling test if it is the compiled one and is not built (or switched off)."""
     if name == "pure":
-        from aiowheel import _idlecore, _timercore, wheel
-
-        modules = (wheel, _timercore, _idlecore)
+        side = _impl.PURE
     elif name == "compiled":
         if os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
             pytest.skip("AIOWHEEL_NO_EXTENSIONS is set: pure Python only")
-        compiled = pytest.importorskip("aiowheel._cwheel", reason="the compiled twin is not built")
-        modules = (compiled, compiled, compiled)
+        compiled = _impl.compiled_impl()
+        if compiled is None:
+            pytest.skip("the compiled twin is not built")
+        side = compiled
     else:
         raise ValueError(f"no twin named {name!r}: expected one of {IMPLS}")
-    wheel, core, idle = modules
     return Impl(
         name,
-        wheel.Entry,
-        wheel.HierarchicalWheel,
-        core.TimerCore,
-        core.TimerHandle,
-        idle.IdleCore,
-        wheel.ceil_ticks,
-        wheel.floor_ticks,
+        side.wheel.Entry,
+        side.wheel.HierarchicalWheel,
+        side.timer.TimerCore,
+        side.timer.TimerHandle,
+        side.idle.IdleCore,
+        side.wheel.ceil_ticks,
+        side.wheel.floor_ticks,
     )
 
 

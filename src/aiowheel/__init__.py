@@ -5,9 +5,10 @@ cycle (``tests/test_layers.py`` checks it, and holds the layer of every module):
 
 * the shared contract: :mod:`aiowheel._checks` (every check of a user's input and its message),
   :mod:`aiowheel._lateness` (the lateness histogram's buckets) and :mod:`aiowheel.exceptions`;
-* the twins: the pure wheel :mod:`aiowheel.wheel` (:class:`HierarchicalWheel`) and Timer core
-  :mod:`aiowheel._timercore`, their compiled twin :mod:`aiowheel._cwheel`, and the event-loop
-  adapters of :mod:`aiowheel._backends`;
+* the twins: the pure wheel :mod:`aiowheel.wheel` (:class:`HierarchicalWheel`) and cores
+  (:mod:`aiowheel._timercore`, ``_loopcore``, ``_idlecore``), their compiled twins (one
+  extension each: :mod:`aiowheel._cwheel`, ``_ctimercore``, ``_cloopcore``, ``_cidlecore``; see
+  :data:`aiowheel._impl.TWINS`), and the event-loop adapters of :mod:`aiowheel._backends`;
 * :mod:`aiowheel._impl`, which selects one twin; every layer below reaches the twins through it;
 * the Timer layer: :mod:`aiowheel.timer` -- one wheel bound to a running event loop
   (:class:`Timer`) -- and :mod:`aiowheel.timeouts`, the Timer's timeouts;

@@ -2,29 +2,13 @@
 # aiowheel.wheel.Entry, and the discovery of its fields' offsets for the member descriptors.
 
 
-cdef inline void _init_entry(Entry entry, object deadline, object payload) noexcept:
-    """What ``Entry.__init__`` does, for the extension's own constructors (``add``, the Timer
-    core's handles): a new entry, not filed yet."""
-    _set(entry, _OFF_DEADLINE, deadline)
-    _set(entry, _OFF_PAYLOAD, payload)
-    _set(entry, _OFF_BUCKET, None)
+# The member definitions of the descriptor fields, found by _init_members with their offsets
+# (_OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET, declared in _cwheel.pxd with _init_entry, _pending,
+# _get and _set).
+cdef PyMemberDef _MEMBERS[3]
 
 
-cdef inline bint _pending(Entry entry) except -1:
-    """True iff ``entry`` sits in its bucket: ``entry._bucket[entry._index] is entry``."""
-    cdef PyObject *bucket = _field(entry, _OFF_BUCKET)[0]
-    if bucket is NULL:
-        getattr(entry, "_bucket")  # raises AttributeError, as the pure wheel does
-        return False
-    if not PyList_CheckExact(<object>bucket):
-        return False
-    return (
-        entry._index < PyList_GET_SIZE(<object>bucket)
-        and PyList_GET_ITEM(<object>bucket, entry._index) == <PyObject *>entry
-    )
-
-
-cdef Entry _as_entry(object entry):
+cdef inline Entry _as_entry(object entry):
     """``entry`` as an Entry; another object raises what the pure wheel's first access would."""
     if isinstance(entry, Entry):
         return <Entry>entry
@@ -39,19 +23,7 @@ cdef class Entry:
     been removed it is inert: it keeps ``deadline`` but drops its payload.
     """
 
-    # Exposed as member descriptors (see _init_members); accessed only through _get and _set.
-    cdef object deadline
-    cdef object payload
-    # The bucket (a list) this entry sits in, or None before filing and after it fired or was
-    # removed. Pending iff _bucket[_index] is this entry.
-    cdef object _bucket
-    # The entry's position in _bucket while pending; meaningless otherwise.
-    cdef Py_ssize_t _index
-    # The deadline rounded up to whole ticks, ceil_ticks(deadline, tick): the smallest q with
-    # q * tick >= deadline. Set when filed; only the wheel reads or writes it.
-    cdef int64_t _ticks
-    # Add order, below the wheel's _seq; ties between equal deadlines are broken by it.
-    cdef int64_t _seq
+    # The fields, with the invariant each keeps, are declared in _cwheel.pxd.
 
     def __init__(self, deadline, payload):
         """A new entry, not filed yet: a subclass's ``__init__`` must call this one."""
@@ -124,18 +96,6 @@ cdef int _set_slots(object obj, dict fields) except -1:
     for name, value in fields.items():
         setattr(obj, name, value)
     return 0
-
-
-cdef Py_ssize_t _find_field(Entry probe, object marker) except -1:
-    """The byte offset of the one field of ``probe`` that holds ``marker``."""
-    cdef char *base = <char *><PyObject *>probe
-    cdef Py_ssize_t offset
-    cdef Py_ssize_t size = Py_TYPE(probe).tp_basicsize
-    for offset in range(sizeof(PyObject), size - <Py_ssize_t>sizeof(PyObject *) + 1,
-                        sizeof(PyObject *)):
-        if (<PyObject **>(base + offset))[0] == <PyObject *>marker:
-            return offset
-    raise SystemError("aiowheel._cwheel: an Entry field was not found")
 
 
 cdef int _init_members() except -1:

@@ -6,18 +6,8 @@
 cdef double _MAX_TICKS = <double>MAX_TICKS
 
 
-# How a tick is held, which decides the fast path of the conversions.
-cdef enum TickKind:
-    TICK_FLOAT  # an exact float, finite and > 0
-    TICK_INT  # an exact int in [1, 2**53]
-    TICK_OTHER  # anything else: the pure code on Python objects
-
-
-cdef struct _Tick:
-    TickKind kind
-    double d  # the tick as a double (TICK_FLOAT and TICK_INT)
-    int64_t i  # the tick (TICK_INT)
-
+# How a tick is held (_Tick, TickKind) is declared in _cwheel.pxd, with _tick_of and _to_ticks,
+# which the idle core uses.
 
 cdef _Tick _tick_of(object tick) except *:
     cdef _Tick k

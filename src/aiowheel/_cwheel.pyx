@@ -36,7 +36,7 @@ Only the representation differs:
   slot)``, ordered like the pure wheel's tuples, with the same lazy dropping of emptied buckets
   (``bucket_expiration`` shows the same values at every step).
 * **Entry's ``deadline``, ``payload`` and ``_bucket`` are member descriptors**, like the slots of
-  the pure ``Entry`` (see ``_cmembers.pxi``); Cython's own pickling, which would read them as
+  the pure ``Entry`` (see ``_cwheel.pxd``); Cython's own pickling, which would read them as
   Cython attributes, is off: both classes pickle as slotted objects do, see ``__reduce_ex__``.
 
 Two differences are deliberate, none of them in the documented API: ``tick`` and
@@ -44,36 +44,34 @@ Two differences are deliberate, none of them in the documented API: ``tick`` and
 with ``Entry.__new__`` and no ``__init__`` has ``deadline`` and ``payload`` None rather than
 unset.
 
-**The parts.** One extension module, so that every part reaches the others' C fields and methods
-directly; its source is split by concern into include files, in the order below (a part uses only
-what comes before it):
+**The parts.** This module is the wheel, the lowest of the compiled parts (see
+``docs/how-it-works.md``, "The compiled core"): the Timer core (:mod:`aiowheel._ctimercore`),
+the loop core (:mod:`aiowheel._cloopcore`) and the idle core (:mod:`aiowheel._cidlecore`) are
+extensions of their own that ``cimport`` what ``_cwheel.pxd`` declares -- the layout of
+:class:`Entry` and :class:`HierarchicalWheel`, the access to an entry's fields, the C fast paths
+of the conversions and checks. Its source is split by concern into include files, its own:
 
-* ``_cint64.pxi`` -- int64 arithmetic with Python's results: floor division, exact comparisons
-  with doubles;
-* ``_cmembers.pxi`` -- C plumbing: object fields as member descriptors, in-place list edits;
 * ``_cchecks.pxi`` -- the C fast paths of :mod:`aiowheel._checks`;
 * ``_cticks.pxi`` -- time <-> ticks, ``ceil_ticks`` and ``floor_ticks``;
 * ``_centry.pxi`` -- :class:`Entry`;
 * ``_csort.pxi`` -- sorting a due batch;
 * this file -- the levels, the heap and :class:`HierarchicalWheel`;
-* ``_ctimercore.pxi`` -- the Timer core, the twin of :mod:`aiowheel._timercore`;
-* ``_cloop.pxi`` -- the wheel-backed event loop's timers, the twin of :mod:`aiowheel._loopcore`;
-* ``_cidle.pxi`` -- idle expiry's touch and filing, the twin of :mod:`aiowheel._idlecore`.
+
+and it cimports the C plumbing the parts share: ``_cint64.pxd`` (int64 arithmetic with Python's
+results) and ``_ccpython.pxd`` (CPython internals: member descriptors, in-place list edits).
 
 To add a compiled part (as the loop's timers and IdleTimeouts' touch were added): write its
-pure twin first, as the specification, in its own module; write the part as ``_c<name>.pxi``
-here, starting with a comment naming its twin, and ``include`` it at the end of this file (after
-what it uses); take its checks and messages from :mod:`aiowheel._checks`, never from the pure
-twin; add its public names to ``__all__`` and ``_cwheel.pyi`` and select them in
-:mod:`aiowheel._impl` along with the others (all from one side), and run its tests on both twins
-with the ``impl`` fixture. setup.py and ``scripts/_venv.sh`` find every ``.pyx``/``.pxi``/``.pxd``
-by a glob, and ``pyproject.toml`` ships them in the sdist: nothing else to list. (A separate
-cimporting module would also need a ``_cwheel.pxd`` declaring the classes it reaches, and a layer
-in ``tests/test_layers.py``.) An entry's private fields (``_bucket``, ``_index``, ``_ticks``,
-``_seq``) stay the wheel's -- ``tests/test_layers.py`` greps for them: a part creates entries
-with ``_init_entry``, takes one out with ``HierarchicalWheel._unfile`` (O(1); it tells whether
-the entry's bucket emptied, as ``remove_entry`` does) and reads ``deadline`` and ``payload``
-with ``_get``.
+pure twin first, as the specification, in its own module; write the part as ``_c<name>.pyx``
+with a ``_c<name>.pxd`` declaring its classes' fields and C methods, ``cimport`` from the parts
+below only what their ``.pxd`` declares, and take its checks and messages from
+:mod:`aiowheel._checks`, never from the pure twin; give it the pure twin's ``__all__`` and a
+``.pyi`` stub, add it to :data:`aiowheel._impl.TWINS` (``setup.py`` builds what the table names)
+and to ``COMPILED_ARROWS`` in ``tests/test_layers.py``, and run its tests on both twins with the
+``impl`` fixture. An entry's private fields (``_bucket``, ``_index``, ``_ticks``, ``_seq``) stay
+the wheel's -- ``tests/test_layers.py`` greps for them: a part creates entries with
+``_init_entry``, takes one out with ``HierarchicalWheel._unfile`` (O(1); it tells whether the
+entry's bucket emptied, as ``remove_entry`` does) and reads ``deadline`` and ``payload`` with
+``_get``.
 """
 
 cimport cython
@@ -85,6 +83,9 @@ from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from libc.math cimport ceil, fabs, floor, isfinite
 from libc.stdint cimport INT64_MIN, int64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
+
+from aiowheel._ccpython cimport PyMemberDef, T_OBJECT_EX, _find_field, aw_add_member, aw_list_put
+from aiowheel._cint64 cimport _EXACT, _floordiv, _floormod, _gt, _lt
 
 import copyreg
 import math
@@ -101,22 +102,8 @@ from aiowheel._checks import (
     out_of_range,
 )
 
-__all__ = [
-    "Entry",
-    "HierarchicalWheel",
-    "IdleCore",
-    "LoopCore",
-    "LoopTimerHandle",
-    "TimerCore",
-    "TimerHandle",
-    "ceil_ticks",
-    "floor_ticks",
-    "loop_call_at",
-    "loop_call_later",
-]
+__all__ = ["Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"]
 
-include "_cint64.pxi"
-include "_cmembers.pxi"
 include "_cchecks.pxi"
 include "_cticks.pxi"
 include "_centry.pxi"
@@ -130,21 +117,6 @@ cdef int64_t _SPAN_CAP = 4611686018427387904  # 2**62
 # bucket expiration "not queued" (the pure wheel's None): below any reachable expiration.
 cdef int64_t _NOT_QUEUED = INT64_MIN
 
-# What HierarchicalWheel._unfile did: the entry was not pending; it was taken out of a bucket that
-# still holds entries (next_deadline unchanged); it was the last entry of its bucket.
-cdef enum:
-    _NOT_PENDING = 0
-    _KEPT = 1
-    _EMPTIED = 2
-
-
-cdef struct _Queued:
-    # A queued bucket, ordered like the pure wheel's heap tuples (expiration, level, slot).
-    int64_t expiration
-    Py_ssize_t level
-    Py_ssize_t slot
-
-
 cdef inline bint _queued_before(const _Queued *a, const _Queued *b) noexcept nogil:
     if a.expiration != b.expiration:
         return a.expiration < b.expiration
@@ -155,27 +127,7 @@ cdef inline bint _queued_before(const _Queued *a, const _Queued *b) noexcept nog
 
 @cython.final
 cdef class _Level:
-    """One ring of ``wheel_size`` slots, each ``width`` ticks wide."""
-
-    # This level's place in the wheel's _levels.
-    cdef Py_ssize_t index
-    # Ticks per slot: wheel_size ** index; below 2**55 (see the module docstring).
-    cdef int64_t width
-    # Ticks covered by the whole ring, width * wheel_size, clamped to _SPAN_CAP.
-    cdef int64_t span
-    # Start of the current slot: level 0's clock rounded down to a multiple of width (every
-    # level moves with level 0); never decreases.
-    cdef int64_t current
-    # wheel_size lists: the entries of each slot, in no particular order. An entry with tick q
-    # sits in slot (q // width) % wheel_size at its _index, its bucket expires at
-    # q - q % width, strictly after level 0's clock and before current + span.
-    cdef list buckets
-    # Expiration (ticks) each bucket was last queued with on the heap, or _NOT_QUEUED. A bucket
-    # has an item on the heap, once, iff its expiration is not _NOT_QUEUED; a non-empty bucket
-    # is always queued (an emptied one may stay queued until next_deadline drops it).
-    cdef int64_t *expirations
-    # The wheel's wheel_size: the length of buckets and of expirations.
-    cdef Py_ssize_t size
+    """One ring of ``wheel_size`` slots, each ``width`` ticks wide (fields: _cwheel.pxd)."""
 
     def __cinit__(self, Py_ssize_t index, int64_t width, Py_ssize_t wheel_size, int64_t start):
         cdef Py_ssize_t slot
@@ -194,7 +146,7 @@ cdef class _Level:
     def __dealloc__(self):
         free(self.expirations)
 
-    cdef inline void advance_to(self, int64_t ticks) noexcept:
+    cdef void advance_to(self, int64_t ticks) noexcept:
         if ticks >= self.current + self.width:
             self.current = ticks - _floormod(ticks, self.width)
 
@@ -240,31 +192,7 @@ cdef class HierarchicalWheel:
     Not thread-safe.
     """
 
-    # The tick as an int or the nearest float (any real number is accepted, see _checks).
-    cdef readonly object tick
-    cdef readonly object wheel_size
-    # wheel_size, in C.
-    cdef Py_ssize_t _size
-    # The tick as the conversions take it (see _tick_of).
-    cdef _Tick _tick
-    # Levels 0, 1, ...: level n is at index n; created on demand, never destroyed. None until
-    # __init__ ran.
-    cdef list _levels
-    # _levels[0].
-    cdef _Level _level0
-    # Entries whose tick is at or before level 0's clock: added already due, or cascaded into
-    # the current tick. They come out at the next advance; their _bucket is this list.
-    cdef list _due
-    # Min-heap of queued buckets, ordered as the pure wheel's heapq list of tuples: one item per
-    # queued bucket, exactly the buckets whose level.expirations[slot] is not _NOT_QUEUED, with
-    # that expiration. _heap_len items in an array of _heap_cap.
-    cdef _Queued *_heap
-    cdef Py_ssize_t _heap_len
-    cdef Py_ssize_t _heap_cap
-    # Pending entries: those in _due and in every bucket.
-    cdef Py_ssize_t _len
-    # The add order the next entry gets; above every filed entry's _seq.
-    cdef int64_t _seq
+    # The fields, with the invariant each keeps, are declared in _cwheel.pxd.
 
     def __init__(self, tick=0.001, wheel_size=64, start=0.0):
         cdef int64_t start_ticks
@@ -414,26 +342,7 @@ cdef class HierarchicalWheel:
             return None
         return removal == _EMPTIED
 
-    @cython.final
-    cdef inline int _unfile(self, Entry entry) except -1:
-        """``remove_entry`` in C: _NOT_PENDING, _KEPT (next_deadline unchanged) or _EMPTIED (the
-        entry was the last of its bucket). O(1): what a compiled caller's cancel costs."""
-        cdef PyObject *item
-        cdef Py_ssize_t left
-        if not _pending(entry):
-            return _NOT_PENDING
-        bucket = <object>_field(entry, _OFF_BUCKET)[0]
-        item = aw_list_swap_remove(bucket, entry._index)
-        left = PyList_GET_SIZE(bucket)
-        if entry._index < left:
-            (<Entry>PyList_GET_ITEM(bucket, entry._index))._index = entry._index
-        _set(entry, _OFF_BUCKET, None)
-        self._len -= 1
-        try:
-            _set(entry, _OFF_PAYLOAD, None)  # may run the payload's finaliser: last
-        finally:
-            Py_DECREF(<object>item)  # the bucket's reference; the caller still holds one
-        return _KEPT if left else _EMPTIED
+    # _unfile, remove_entry in C, is inline in _cwheel.pxd.
 
     def next_deadline(self):
         """When the earliest non-empty bucket expires (in the caller's time), or None if empty.
@@ -814,17 +723,3 @@ cdef class HierarchicalWheel:
             self._heap[i] = last
         return top
 
-
-# -- the Timer core --------------------------------------------------------------------------------
-
-include "_ctimercore.pxi"
-
-
-# -- the wheel-backed event loop's timers ---------------------------------------------------------
-
-include "_cloop.pxi"
-
-
-# -- idle expiry's touch ------------------------------------------------------------------------
-
-include "_cidle.pxi"

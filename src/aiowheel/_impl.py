@@ -29,7 +29,7 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 __all__ = [
@@ -60,25 +60,22 @@ TWINS: Final = (
         "aiowheel._cwheel",
         ("Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"),
     ),
-    ("timer", "aiowheel._timercore", "aiowheel._cwheel", ("TimerCore", "TimerHandle")),
+    ("timer", "aiowheel._timercore", "aiowheel._ctimercore", ("TimerCore", "TimerHandle")),
     (
         "loop",
         "aiowheel._loopcore",
-        "aiowheel._cwheel",
+        "aiowheel._cloopcore",
         ("LoopCore", "TimerHandle"),
     ),
-    ("idle", "aiowheel._idlecore", "aiowheel._cwheel", ("IdleCore",)),
+    ("idle", "aiowheel._idlecore", "aiowheel._cidlecore", ("IdleCore",)),
 )
-
-# While the compiled twins share one module, the loop's names there differ from the pure ones
-# (the Timer core's TimerHandle is in the same module).
-_COMPILED_SPELLING: Final = {("loop", "TimerHandle"): "LoopTimerHandle"}
 
 
 @dataclass(frozen=True, repr=False)
 class Impl:
     """One side of every twin: ``name`` is ``"compiled"`` or ``"pure"``; ``wheel``, ``timer``,
-    ``loop`` and ``idle`` hold that side's names of each core (see :data:`TWINS`)."""
+    ``loop`` and ``idle`` are that side's module of each core, which exports the names
+    :data:`TWINS` lists for it."""
 
     name: Literal["compiled", "pure"]
     wheel: Any
@@ -92,15 +89,10 @@ class Impl:
 
 def _side(name: Literal["compiled", "pure"]) -> Impl:
     """Import every core of one side; ImportError if a compiled part is not built."""
-    cores: dict[str, Any] = {}
-    for twin, pure, compiled, names in TWINS:
-        module: ModuleType = importlib.import_module(pure if name == "pure" else compiled)
-        if name == "pure":
-            cores[twin] = module
-        else:
-            cores[twin] = SimpleNamespace(
-                **{n: getattr(module, _COMPILED_SPELLING.get((twin, n), n)) for n in names}
-            )
+    cores: dict[str, ModuleType] = {
+        twin: importlib.import_module(pure if name == "pure" else compiled)
+        for twin, pure, compiled, _ in TWINS
+    }
     return Impl(name, **cores)
 
 
@@ -150,8 +142,8 @@ def impl_named(name: str | None) -> Impl:
 CORE: Literal["compiled", "pure"] = SELECTED.name
 """Which core runs, by name: ``"compiled"`` or ``"pure"`` (published as :data:`aiowheel.CORE`)."""
 
-# The selected side's names, for the layers above (type checkers see the pure classes;
-# aiowheel/_cwheel.pyi declares the same API).
+# The selected side's names, for the layers above (type checkers see the pure classes; the
+# compiled parts' stubs, aiowheel/_cwheel.pyi and the others, declare the same API).
 if TYPE_CHECKING:
     from aiowheel._idlecore import IdleCore
     from aiowheel._loopcore import LoopCore

@@ -1,7 +1,7 @@
 """The lateness histogram's contract: its buckets, and when a pass reads the clock.
 
 One spec for both twins of the Timer core (:mod:`aiowheel._timercore` and the compiled
-``_ctimercore.pxi``), which count every callback they start into one of these buckets, and for
+``_ctimercore.pyx``), which count every callback they start into one of these buckets, and for
 :class:`aiowheel.TimerStats`, which shows the counts. It imports nothing of aiowheel.
 
 **Lateness** is how long after its deadline a callback started: the Timer's clock when it is

@@ -1,132 +1,75 @@
-# Part of aiowheel/_cwheel.pyx (included at its end; see its docstring): the compiled twin of
-# aiowheel/_timercore.py, in the wheel's extension so that it reaches the wheel's C fields and
-# methods directly. aiowheel/_timercore.py is the specification: same API, behaviour and error
-# messages (from aiowheel._checks); the whole test suite runs on both (see aiowheel._impl).
-#
-# Three representation changes make a pending timer cheaper, none of them observable:
-#
-# * Handles made by call_at/call_later are not tracked by the cyclic garbage collector, and their
-#   type has no GC support at all (Py_TPFLAGS_HAVE_GC is cleared at import, see _drop_gc): no GC
-#   header, 16 bytes less per timer. A million pending timers are then a million objects fewer
-#   for every full collection to walk (measured: about half of the CPU a timer cost). It is safe
-#   because a handle holds references only while it is pending -- reachable from its Timer's
-#   wheel -- and releases its callback, arguments, context and Timer the moment it runs, is
-#   cancelled or its Timer closes; a handle out of the wheel references nothing, so it can close
-#   no cycle the collector would need to find. A callback that references its own handle (a
-#   closure, a bound method of an object holding it) makes a cycle only while the handle is
-#   pending, and the wheel holds it then anyway. The one cost: a Timer dropped while running,
-#   never closed (its task neither finished nor cancelled), keeps the objects its pending
-#   callbacks reference alive until the interpreter exits. Python subclasses (the Timer's Job)
-#   are heap types, which CPython always gives GC support: they are tracked and collected as
-#   before, through this type's traverse function.
-# * A callback with exactly one argument keeps that argument, not the tuple of it (``_one_arg``):
-#   one tuple less per timer (48 bytes); ``_args`` still reads as the tuple.
-# * Handles scheduled from the same context share one context snapshot instead of one copy each.
-#   The pure handle copies the current context when it is scheduled and runs its callback in that
-#   copy, so a callback's ContextVar.set() is seen by nobody else. Here the snapshot is a copy
-#   made when the current context's variables last changed (checked by identity of the
-#   Context's variable mapping, see _context_vars_readable), and each callback runs in a fresh
-#   copy of it: the same values, the same isolation, one Context object per change instead of
-#   one per timer.
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+# cython: cdivision=True, binding=False, embedsignature=True, embedsignature.format=clinic
+# cython: auto_pickle=False
+"""The compiled twin of :mod:`aiowheel._timercore`: the Timer's scheduling and dispatch, in
+Cython, over the compiled wheel (which it cimports: ``_cwheel.pxd``).
 
+:mod:`aiowheel._timercore` is the specification: same API, behaviour and error messages (from
+:mod:`aiowheel._checks`); the whole test suite runs on both (see :mod:`aiowheel._impl`). What
+this part exports to the compiled parts above it (the idle core) is declared in
+``_ctimercore.pxd``.
+
+Three representation changes make a pending timer cheaper, none of them observable:
+
+* Handles made by call_at/call_later are not tracked by the cyclic garbage collector, and their
+  type has no GC support at all (Py_TPFLAGS_HAVE_GC is cleared at import, see ``_drop_gc`` and
+  ``aw_drop_gc`` in ``_ccpython.pxd``): no GC header, 16 bytes less per timer. A million pending
+  timers are then a million objects fewer for every full collection to walk (measured: about
+  half of the CPU a timer cost). It is safe because a handle holds references only while it is
+  pending -- reachable from its Timer's wheel -- and releases its callback, arguments, context
+  and Timer the moment it runs, is cancelled or its Timer closes; a handle out of the wheel
+  references nothing, so it can close no cycle the collector would need to find. A callback that
+  references its own handle (a closure, a bound method of an object holding it) makes a cycle
+  only while the handle is pending, and the wheel holds it then anyway. The one cost: a Timer
+  dropped while running, never closed (its task neither finished nor cancelled), keeps the
+  objects its pending callbacks reference alive until the interpreter exits. Python subclasses
+  (the Timer's Job) are heap types, which CPython always gives GC support: they are tracked and
+  collected as before, through this type's traverse function.
+* A callback with exactly one argument keeps that argument, not the tuple of it (``_one_arg``):
+  one tuple less per timer (48 bytes); ``_args`` still reads as the tuple.
+* Handles scheduled from the same context share one context snapshot instead of one copy each.
+  The pure handle copies the current context when it is scheduled and runs its callback in that
+  copy, so a callback's ContextVar.set() is seen by nobody else. Here the snapshot is a copy
+  made when the current context's variables last changed (checked by identity of the
+  Context's variable mapping, see ``_context_vars_readable`` in ``_ccpython.pxd``), and each
+  callback runs in a fresh copy of it: the same values, the same isolation, one Context object
+  per change instead of one per timer.
+"""
+
+cimport cython
+from cpython.contextvars cimport PyContext_Copy, PyContext_CopyCurrent
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
+from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.object cimport PyObject, PyTypeObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from cpython.contextvars cimport (
-    PyContext_CheckExact,
-    PyContext_Copy,
-    PyContext_CopyCurrent,
-    PyContext_Enter,
-    PyContext_Exit,
+
+from aiowheel._ccontext cimport _run_in
+from aiowheel._ccpython cimport (
+    CO_COROUTINE,
+    CO_ITERABLE_COROUTINE,
+    _context_vars_readable,
+    _find_field,
+    aw_context_vars,
+    aw_drop_gc,
+    aw_function_flags,
+    aw_method_function,
+)
+from aiowheel._cwheel cimport (
+    _OFF_BUCKET,
+    _OFF_DEADLINE,
+    _OFF_PAYLOAD,
+    Entry,
+    HierarchicalWheel,
+    _checked_deadline,
+    _deadline_after,
+    _field,
+    _get,
+    _init_entry,
+    _pending,
+    _set,
 )
 
-cdef extern from *:
-    """
-    /* The variables of a contextvars.Context: the pointer after ctx_prev. CPython 3.7 to 3.14
-       lay a Context out as PyObject_HEAD, ctx_prev, ctx_vars; _context_vars_readable() checks it
-       at import, and snapshots are not shared if it does not hold. */
-    static void *aw_context_vars(PyObject *ctx) {
-        return ((void **)((char *)ctx + sizeof(PyObject)))[1];
-    }
-    /* The current thread's context itself, not a copy; NULL before any was entered. Read from
-       PyThreadState.context, a field of the non-limited API from CPython 3.7 to 3.14, only
-       where _context_vars_readable() holds. */
-    static PyObject *aw_current_context(void) {
-        return PyThreadState_GET()->context;
-    }
-    static const char *aw_type_name(void *obj) {
-        return Py_TYPE((PyObject *)obj)->tp_name;
-    }
-    /* co_flags of a plain function's code, or -1 if `obj` is not exactly a function. */
-    static int aw_function_flags(PyObject *obj) {
-        if (!Py_IS_TYPE(obj, &PyFunction_Type)) return -1;
-        return ((PyCodeObject *)PyFunction_GET_CODE(obj))->co_flags;
-    }
-    static PyObject *aw_method_function(PyObject *obj) {
-        return Py_IS_TYPE(obj, &PyMethod_Type) ? PyMethod_GET_FUNCTION(obj) : NULL;
-    }
-
-    /* Types without GC support whose instances hold object fields at known offsets; see
-       _drop_gc. Each keeps its own (Cython's) deallocator, for its GC subclasses. */
-    #define AW_MAX_FIELDS 12
-    #define AW_MAX_TYPES 2
-    typedef struct {
-        PyTypeObject *type;
-        destructor gc_dealloc;
-        Py_ssize_t offsets[AW_MAX_FIELDS];
-        int count;
-    } aw_untracked_type;
-    static aw_untracked_type aw_untracked_types[AW_MAX_TYPES];
-    static int aw_untracked_type_count = 0;
-
-    static void aw_untracked_dealloc(PyObject *o) {
-        PyTypeObject *type = Py_TYPE(o);
-        aw_untracked_type *record = aw_untracked_types;
-        int i;
-        while (!PyType_IsSubtype(type, record->type)) record++;
-        if (PyType_IS_GC(type)) {  /* a Python subclass: allocated with a GC header */
-            record->gc_dealloc(o);
-            return;
-        }
-        if (type->tp_weaklistoffset && *(PyObject **)((char *)o + type->tp_weaklistoffset)) {
-            PyObject_ClearWeakRefs(o);
-        }
-        for (i = 0; i < record->count; i++) {
-            Py_CLEAR(*(PyObject **)((char *)o + record->offsets[i]));
-        }
-        type->tp_free(o);
-        if (type->tp_flags & Py_TPFLAGS_HEAPTYPE) Py_DECREF(type);
-    }
-
-    /* Clear Py_TPFLAGS_HAVE_GC of `type`, before any instance exists: instances are then
-       allocated without a GC header and freed by aw_untracked_dealloc. */
-    static int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) {
-        aw_untracked_type *record;
-        int i;
-        if (count > AW_MAX_FIELDS || aw_untracked_type_count >= AW_MAX_TYPES) {
-            PyErr_SetString(PyExc_SystemError, "aiowheel._cwheel: too many handle fields or types");
-            return -1;
-        }
-        record = &aw_untracked_types[aw_untracked_type_count++];
-        record->type = type;
-        for (i = 0; i < count; i++) record->offsets[i] = offsets[i];
-        record->count = count;
-        record->gc_dealloc = type->tp_dealloc;
-        type->tp_dealloc = aw_untracked_dealloc;
-        type->tp_free = PyObject_Free;
-        type->tp_flags &= ~Py_TPFLAGS_HAVE_GC;
-        PyType_Modified(type);
-        return 0;
-    }
-    """
-    void *aw_context_vars(object ctx)
-    PyObject *aw_current_context()
-    const char *aw_type_name(void *obj)
-    int aw_function_flags(PyObject *obj)
-    PyObject *aw_method_function(object obj)
-    int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) except -1
-    int CO_COROUTINE
-    int CO_ITERABLE_COROUTINE
-
-import sys as _sys
+import math
 
 from aiowheel._checks import (
     CLOSED,
@@ -140,16 +83,9 @@ from aiowheel._checks import (
 )
 from aiowheel._lateness import CLOCK_STRIDE, LATENESS_BOUNDS, LATENESS_BUCKETS
 
-# The lateness histogram's buckets (see aiowheel/_lateness.py, their one spec), in C: the bounds
-# in a fixed array padded with infinities to 31, where a branchless binary search of five steps
-# finds bisect_left's index -- no log() per callback. The sizes and the stride are C constants
-# (checked against the spec at import), so that `i % _STRIDE` is a mask.
-cdef enum:
-    _BUCKETS = 20
-    _BOUNDS = _BUCKETS - 1
-    _PADDED = 31
-    _STRIDE = 16
+__all__ = ["TimerCore", "TimerHandle"]
 
+# The lateness histogram's bounds, padded with infinities (the sizes: _ctimercore.pxd).
 cdef double _LATENESS_BOUNDS[_PADDED]
 
 
@@ -157,7 +93,7 @@ cdef int _load_lateness_bounds() except -1:
     cdef Py_ssize_t i
     if LATENESS_BUCKETS != _BUCKETS or CLOCK_STRIDE != _STRIDE:
         raise SystemError(
-            f"aiowheel._cwheel counts {_BUCKETS} lateness buckets and reads the clock every "
+            f"aiowheel._ctimercore counts {_BUCKETS} lateness buckets and reads the clock every "
             f"{_STRIDE} callbacks, aiowheel._lateness says {LATENESS_BUCKETS} and "
             f"{CLOCK_STRIDE}: rebuild the extension"
         )
@@ -194,27 +130,7 @@ cdef inline double _deadline_seconds(Entry entry) except? -1.0:
     return _get(entry, _OFF_DEADLINE, "deadline")
 
 
-cdef bint _context_vars_readable():
-    """Whether aw_context_vars reads a Context's variable mapping on this interpreter."""
-    import contextvars
-
-    if not ((3, 7) <= _sys.version_info[:2] <= (3, 14)):
-        return False
-    probe = contextvars.ContextVar("aiowheel-probe")
-    first = contextvars.Context()
-    second = first.copy()
-    if aw_context_vars(first) is NULL or aw_context_vars(first) != aw_context_vars(second):
-        return False
-    if aw_type_name(aw_context_vars(first)) != b"hamt":
-        return False
-    second.run(probe.set, 1)  # a change of variables is a new mapping
-    return (
-        aw_context_vars(second) is not NULL
-        and aw_context_vars(second) != aw_context_vars(first)
-        and aw_type_name(aw_context_vars(second)) == b"hamt"
-    )
-
-
+# Whether handles share context snapshots (see the module docstring).
 cdef bint _SHARE_SNAPSHOTS = _context_vars_readable()
 
 
@@ -247,17 +163,7 @@ cdef class TimerHandle(Entry):
     or pickling it raises TypeError.
     """
 
-    # The callback's arguments: their tuple, or the one argument itself if _one_arg (see the top
-    # of this file); () once released. Read as a tuple through _args.
-    cdef object _arguments
-    cdef public object _context
-    # The Timer while the handle is pending; None once it ran, was cancelled or the Timer closed.
-    cdef public TimerCore _timer
-    cdef public bint _cancelled
-    # Flags as bytes: with _cancelled they fill one word. True if _context is a shared snapshot
-    # (the callback then runs in a copy of it); true if _arguments is the one argument itself.
-    cdef unsigned char _copy_context
-    cdef unsigned char _one_arg
+    # The fields, with the invariant each keeps, are declared in _ctimercore.pxd.
 
     def __init__(self, when, callback, args, timer, context):
         _init_entry(self, when, callback)
@@ -305,7 +211,7 @@ cdef class TimerHandle(Entry):
 
 
 cdef int _drop_gc() except -1:
-    """Take GC support away from TimerHandle (see the top of this file), telling the
+    """Take GC support away from TimerHandle (see the module docstring), telling the
     deallocator which fields hold references; found as _init_members finds Entry's."""
     cdef TimerHandle probe = TimerHandle.__new__(TimerHandle)
     cdef Py_ssize_t offsets[6]
@@ -338,30 +244,7 @@ cdef class TimerCore:
     implements ``_report`` (where a callback's error goes).
     """
 
-    cdef public object _max_pending
-    cdef public HierarchicalWheel _wheel
-    cdef public object _time
-    cdef public object _backend
-    cdef public bint _running
-    cdef public bint _closed
-    # When the driver is armed to wake; -inf while it is dispatching (it re-arms after).
-    cdef public double _armed_at
-    cdef public object _fired
-    cdef public object _cancelled_count
-    cdef public object _early
-    cdef public double _max_lateness
-    # Callbacks started, by lateness: index i counts the bucket of _lateness_bucket; they add
-    # up to _fired. And the sum of their lateness, in seconds.
-    cdef Py_ssize_t _lateness[_BUCKETS]
-    cdef public double _lateness_sum
-    # The context snapshot new handles share while the current context's variables stay the
-    # same (None: none yet). Dropped after each pass and when the wheel empties, so that it
-    # keeps no context's values alive longer than some pending timer does.
-    cdef object _snapshot
-    # The due batch _run_due is dispatching, out of the wheel already; None between passes.
-    # Its handles not run yet are pending still (their _timer is set): _cancel_all cancels
-    # them too, should a callback of the batch close the Timer.
-    cdef list _batch
+    # The fields, with the invariant each keeps, are declared in _ctimercore.pxd.
 
     def __init__(self, tick, wheel_size, max_pending):
         cdef Py_ssize_t i
@@ -437,7 +320,7 @@ cdef class TimerCore:
         cdef TimerHandle handle
         if limited:
             self._check_limit()
-        handle = TimerHandle.__new__(TimerHandle)  # untracked: see the top of this file
+        handle = TimerHandle.__new__(TimerHandle)  # untracked: see the module docstring
         _init_entry(handle, when, callback)
         if PyTuple_GET_SIZE(args) == 1:
             handle._arguments = <object>PyTuple_GET_ITEM(args, 0)
@@ -603,24 +486,3 @@ cdef class TimerCore:
             self._snapshot = None
             self._batch = None
 
-
-cdef inline int _run_in(
-    object context, object callback, object args, bint one_arg=False
-) except -1:
-    """``context.run(callback, *args)`` (``args`` is the one argument itself if ``one_arg``),
-    without the method call when context is a Context."""
-    if not PyContext_CheckExact(context):
-        if one_arg:
-            context.run(callback, args)
-        else:
-            context.run(callback, *args)
-        return 0
-    PyContext_Enter(context)
-    try:
-        if one_arg:
-            callback(args)
-        else:
-            callback(*args)
-    finally:
-        PyContext_Exit(context)
-    return 0

@@ -1,50 +1,47 @@
-# Part of aiowheel/_cwheel.pyx (included at its end, after the Timer core whose clock and hooks it
-# uses; see its docstring): the compiled twin of aiowheel/_idlecore.py -- idle expiry's touch,
-# discard, queries and filing. aiowheel/_idlecore.py is the specification: same API, behaviour
-# and errors; the idle tests run on both (see aiowheel._impl) and tests/test_idle.py drives both
-# side by side against a reference model.
-#
-# What is different is how, never what:
-#
-# * touch is a C method: no Python frame, the dict probed with PyDict_GetItemWithError, and the
-#   times compared as C doubles wherever that is exactly Python's comparison -- a float clock
-#   reading, and deadline bounds that are floats or ints within 2**53 (``exact``). Anything else
-#   (an int clock, a huge int tick) takes the same steps on Python objects.
-# * The clock is still the Timer's own, read at every touch (see aiowheel/_idlecore.py for why
-#   never a time cached per pass). When it is time.monotonic -- asyncio's own loops, see
-#   aiowheel/_backends/_asyncio.py -- it is read through the C function time.monotonic itself
-#   calls, which gives the same double, without making a float object; any other clock (uvloop's
-#   loop.time, a virtual-time loop's, trio's current_time) is called as it is.
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+# cython: cdivision=True, binding=False, embedsignature=True, embedsignature.format=clinic
+# cython: auto_pickle=False
+"""The compiled twin of :mod:`aiowheel._idlecore`: idle expiry's touch, discard, queries and
+filing, in Cython, over the compiled Timer core (``_ctimercore.pxd``: it reads the Timer's clock
+and state in C) and the compiled wheel's tick conversions (``_cwheel.pxd``).
 
+:mod:`aiowheel._idlecore` is the specification: same API, behaviour and errors; the idle tests
+run on both (see :mod:`aiowheel._impl`) and tests/test_idle.py drives both side by side against
+a reference model.
+
+What is different is how, never what:
+
+* touch is a C method: no Python frame, the dict probed with PyDict_GetItemWithError, and the
+  times compared as C doubles wherever that is exactly Python's comparison -- a float clock
+  reading, and deadline bounds that are floats or ints within 2**53 (``exact``). Anything else
+  (an int clock, a huge int tick) takes the same steps on Python objects.
+* The clock is still the Timer's own, read at every touch (see aiowheel/_idlecore.py for why
+  never a time cached per pass). When it is time.monotonic -- asyncio's own loops, see
+  aiowheel/_backends/_asyncio.py -- it is read through the C function time.monotonic itself
+  calls (``aw_monotonic`` in ``_ccpython.pxd``), which gives the same double, without making a
+  float object; any other clock (uvloop's loop.time, a virtual-time loop's, trio's
+  current_time) is called as it is.
+"""
+
+cimport cython
 from cpython.dict cimport PyDict_GetItemWithError
-from cpython.float cimport PyFloat_FromDouble
-from cpython.long cimport PyLong_AsDouble
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact, PyFloat_FromDouble
+from cpython.list cimport PyList_GET_SIZE
+from cpython.long cimport PyLong_AsDouble, PyLong_AsLongLongAndOverflow, PyLong_CheckExact
+from cpython.object cimport PyObject
+from libc.stdint cimport int64_t
+
+from aiowheel._ccpython cimport aw_monotonic
+from aiowheel._cint64 cimport _EXACT
+from aiowheel._ctimercore cimport TimerCore
+from aiowheel._cwheel cimport _Tick, _tick_of, _to_ticks
 
 import contextvars as _contextvars
-from types import GenericAlias as _GenericAlias
+import math
 from time import monotonic as _MONOTONIC
+from types import GenericAlias as _GenericAlias
 
-cdef extern from *:
-    """
-    /* time.monotonic() as a double, by the calls time.monotonic() makes (CPython's
-       Modules/timemodule.c): the same clock, converted the same way, so the same value. */
-    #if PY_VERSION_HEX >= 0x030D0000
-    static int aw_monotonic(double *now) {
-        PyTime_t t;
-        if (PyTime_Monotonic(&t) < 0) return -1;
-        *now = PyTime_AsSecondsDouble(t);
-        return 0;
-    }
-    #else
-    static int aw_monotonic(double *now) {
-        _PyTime_t t;
-        if (_PyTime_GetMonotonicClockWithInfo(&t, NULL) < 0) return -1;
-        *now = _PyTime_AsSecondsDouble(t);
-        return 0;
-    }
-    #endif
-    """
-    int aw_monotonic(double *now) except -1
+__all__ = ["IdleCore"]
 
 # _MONOTONIC, time.monotonic: the clock asyncio's own loops give the Timer (compared by identity).
 
@@ -69,18 +66,7 @@ cdef class _IdleDeadline:
     """One expiry tick ``when = q * tick``: the deadline shared by every key touched while
     ``after < t + timeout <= when``, and the keys filed to be looked at when it comes due."""
 
-    # (q - 1) * tick and q * tick, as computed (floats, or ints for an int tick).
-    cdef object after
-    cdef object when
-    # after and when as doubles; valid, and equal to them, iff `exact` (see _exact_double).
-    cdef double after_d
-    cdef double when_d
-    cdef bint exact
-    # Keys filed here, each filed in exactly one deadline at a time, at or before the deadline
-    # of its current period.
-    cdef list filed
-    # The wheel entry that fires at `when`; set while `filed` is non-empty.
-    cdef object handle
+    # The fields, with the invariant each keeps, are declared in _cidlecore.pxd.
 
 
 cdef _IdleDeadline _new_deadline(object after, object when):
@@ -113,25 +99,7 @@ cdef class IdleCore:
     """The keys, their deadlines and their filing on the Timer; see
     :class:`aiowheel.IdleTimeouts`, which checks the arguments before passing them here."""
 
-    cdef readonly TimerCore _timer
-    cdef readonly object _timeout
-    cdef readonly object _on_expire
-    # Each key's current deadline, or _UNTRACKED while an untracked key is still filed.
-    # Every key here is filed exactly once; a key filed nowhere is not here.
-    cdef dict _deadlines
-    # The latest deadline touches went to; w = now + timeout never decreases.
-    cdef _IdleDeadline _current
-    # Deadlines with a wheel entry (a non-empty `filed`), for close().
-    cdef set _pending
-    # Tracked keys: those in _deadlines that are not _UNTRACKED.
-    cdef readonly Py_ssize_t _len
-    cdef readonly bint _closed
-    # Where the driver runs on_expire; one copy, not one per wheel entry.
-    cdef object _context
-    # _timeout as a double; True if a float plus _timeout is that float plus _timeout_d (a
-    # float timeout, or an int Python converts to a double without overflow).
-    cdef double _timeout_d
-    cdef bint _timeout_exact
+    # The fields, with the invariant each keeps, are declared in _cidlecore.pxd.
 
     def __init__(self, timer, timeout, on_expire):
         self._timer = timer

@@ -1,49 +1,93 @@
-# Part of aiowheel/_cwheel.pyx (included at its end, after the Timer core whose _run_in it uses;
-# see its docstring): the compiled twin of aiowheel/_loopcore.py -- the wheel-backed event loop's
-# timers, in the wheel's extension so that filing, cancelling and advancing reach the wheel's C
-# fields and methods directly. aiowheel/_loopcore.py is the specification: same API and
-# behaviour; the loop's test suite runs on both (see aiowheel._impl).
-#
-# One representation change, observable only to isinstance: the handle is a C object and is
-# itself the wheel entry (its payload is the callback), so a pending timer costs one object and
-# no Python frame is run to make, cancel or run it. It cannot also be an asyncio.TimerHandle
-# (a Python class with its own slot layout); like uvloop's handles it has that class's API:
-# when(), cancel(), cancelled(), get_context(), ordering, hashing, the same repr, and the private
-# fields and _run() asyncio's loop uses (_cancelled, _callback, _args, _context, _loop,
-# _source_traceback, _repr, _when).
-#
-# The handle is not tracked by the cyclic garbage collector, and its type has no GC support (see
-# _drop_gc in the Timer core, which does the same for the Timer's handles): a loop with many
-# pending timers is that many objects fewer for every full collection to walk. It is safe because
-# a handle holds its callback, arguments, context and core only while it is pending -- reachable
-# from its loop's wheel or near queue -- and releases them the moment it runs, is cancelled or
-# its loop closes; what it keeps then (its when, its loop, its repr and source traceback) closes
-# no cycle through user objects. A callback that references its own handle (a bound method of an
-# object holding it) makes a cycle only while the handle is pending, and the loop holds it then
-# anyway. Observable difference from asyncio: once run or cancelled, get_context() is None.
-#
-# Timers scheduled from the same context share one context snapshot, as the Timer's handles do
-# (see the Timer core): the core keeps the snapshot it made last and hands it out again while
-# the current context's variables are the same mapping -- read without copying the current
-# context -- and a callback runs in a fresh copy of it, so that its ContextVar.set() leaks
-# nowhere, as in asyncio. A cancelled timer, the common case, never costs a Context of its own.
+# cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
+# cython: cdivision=True, binding=False, embedsignature=True, embedsignature.format=clinic
+# cython: auto_pickle=False
+"""The compiled twin of :mod:`aiowheel._loopcore`: the wheel-backed event loop's timers, in
+Cython, over the compiled wheel (which it cimports: ``_cwheel.pxd``), so that filing, cancelling
+and advancing reach the wheel's C fields and methods directly.
+
+:mod:`aiowheel._loopcore` is the specification: same names (``LoopCore``, ``TimerHandle``,
+``call_later``, ``call_at``), API and behaviour; the loop's test suite runs on both (see
+:mod:`aiowheel._impl`). The loop publishes the handle as :class:`aiowheel.loop.LoopTimerHandle`;
+its ``__name__`` is ``TimerHandle`` on both twins, and its repr starts ``<TimerHandle`` as
+asyncio's does.
+
+One representation change, observable only to isinstance: the handle is a C object and is
+itself the wheel entry (its payload is the callback), so a pending timer costs one object and
+no Python frame is run to make, cancel or run it. It cannot also be an asyncio.TimerHandle
+(a Python class with its own slot layout); like uvloop's handles it has that class's API:
+when(), cancel(), cancelled(), get_context(), ordering, hashing, the same repr, and the private
+fields and _run() asyncio's loop uses (_cancelled, _callback, _args, _context, _loop,
+_source_traceback, _repr, _when).
+
+The handle is not tracked by the cyclic garbage collector, and its type has no GC support (see
+``_drop_gc``, and the Timer core, which does the same for the Timer's handles): a loop with many
+pending timers is that many objects fewer for every full collection to walk. It is safe because
+a handle holds its callback, arguments, context and core only while it is pending -- reachable
+from its loop's wheel or near queue -- and releases them the moment it runs, is cancelled or
+its loop closes; what it keeps then (its when, its loop, its repr and source traceback) closes
+no cycle through user objects. A callback that references its own handle (a bound method of an
+object holding it) makes a cycle only while the handle is pending, and the loop holds it then
+anyway. Observable difference from asyncio: once run or cancelled, get_context() is None.
+
+Timers scheduled from the same context share one context snapshot, as the Timer's handles do
+(see the Timer core): the core keeps the snapshot it made last and hands it out again while
+the current context's variables are the same mapping -- read without copying the current
+context -- and a callback runs in a fresh copy of it, so that its ContextVar.set() leaks
+nowhere, as in asyncio. A cancelled timer, the common case, never costs a Context of its own.
+"""
+
+cimport cython
+from cpython.contextvars cimport PyContext_Copy, PyContext_CopyCurrent
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
+from cpython.list cimport PyList_GET_SIZE
+from cpython.object cimport PyObject, PyTypeObject
+from libc.stdint cimport int64_t
+
+from aiowheel._ccontext cimport _run_in
+from aiowheel._ccpython cimport (
+    _context_vars_readable,
+    _find_field,
+    aw_context_vars,
+    aw_current_context,
+    aw_drop_gc,
+)
+from aiowheel._cwheel cimport (
+    _EMPTIED,
+    _NOT_PENDING,
+    _OFF_BUCKET,
+    _OFF_DEADLINE,
+    _OFF_PAYLOAD,
+    Entry,
+    HierarchicalWheel,
+    _get,
+    _init_entry,
+    _set,
+)
 
 import asyncio as _asyncio
 import time as _time
 from asyncio import format_helpers as _format_helpers
 from heapq import heappop as _heappop, heappush as _heappush
 
-from aiowheel._checks import not_copyable
+import math
+import sys as _sys
+
+from aiowheel._checks import check_deadline, deadline_after, not_copyable
+
+__all__ = ["LoopCore", "TimerHandle", "call_at", "call_later"]
 
 # The class asyncio's handles are compared with; ours compare with theirs as theirs do.
 _ASYNCIO_TIMER_HANDLE = _asyncio.TimerHandle
+
+# Whether timers share context snapshots (see the module docstring).
+cdef bint _SHARE_SNAPSHOTS = _context_vars_readable()
 
 
 cdef object _callback_source(object callback, object args):
     return _format_helpers._format_callback_source(callback, args)
 
 
-cdef class LoopTimerHandle(Entry):
+cdef class TimerHandle(Entry):
     """The handle of a timer on the wheel of a wheel-backed event loop.
 
     It has ``asyncio.TimerHandle``'s API -- ``when()``, ``cancel()``, ``cancelled()``,
@@ -51,21 +95,7 @@ cdef class LoopTimerHandle(Entry):
     uvloop's handles are not. ``cancel()`` takes the timer off the wheel at once.
     """
 
-    # The time asked for (handle.when()); the entry's deadline is the same time as a float.
-    cdef public object _when
-    cdef public object _args
-    cdef public object _context
-    cdef public object _loop
-    cdef public bint _cancelled
-    cdef public object _source_traceback
-    cdef public object _repr
-    # The loop's core while the timer may still be on the wheel; None once cancelled.
-    cdef LoopCore _core
-    # Scheduling order among all the core's timers: ties between equal deadlines by it.
-    cdef readonly int64_t _order
-    # True if _context is the core's shared snapshot: the callback runs in a copy of it.
-    cdef bint _copy_context
-    cdef object __weakref__
+    # The fields, with the invariant each keeps, are declared in _cloopcore.pxd.
 
     def __init__(self, *args, **kwargs):
         raise TypeError("LoopTimerHandle is made by the loop's call_later / call_at")
@@ -115,7 +145,7 @@ cdef class LoopTimerHandle(Entry):
     def _run(self):
         """Run the callback in its context, as ``asyncio.Handle._run``: an exception goes to the
         loop's exception handler. The handle releases its callback, arguments and context first
-        (see the top of this file)."""
+        (see the module docstring)."""
         callback = _get(self, _OFF_PAYLOAD, "payload")
         args = self._args
         context = PyContext_Copy(self._context) if self._copy_context else self._context
@@ -137,8 +167,7 @@ cdef class LoopTimerHandle(Entry):
             self._loop.call_exception_handler(context)
 
     def _repr_info(self):
-        name = "TimerHandle" if type(self) is LoopTimerHandle else type(self).__name__
-        info = [name]
+        info = [type(self).__name__]
         if self._cancelled:
             info.append("cancelled")
         callback = _get(self, _OFF_PAYLOAD, "payload")
@@ -159,7 +188,7 @@ cdef class LoopTimerHandle(Entry):
         return hash(self._when)
 
     def __richcmp__(self, other, int op):
-        if not isinstance(other, (LoopTimerHandle, _ASYNCIO_TIMER_HANDLE)):
+        if not isinstance(other, (TimerHandle, _ASYNCIO_TIMER_HANDLE)):
             return NotImplemented
         if op == 0:
             return self._when < other._when
@@ -178,7 +207,7 @@ cdef class LoopTimerHandle(Entry):
         return equal if op == 2 else not equal
 
 
-cdef inline void _release(LoopTimerHandle handle) noexcept:
+cdef inline void _release(TimerHandle handle) noexcept:
     """Let go of what a pending handle holds: it ran, was cancelled or its loop closed."""
     _set(handle, _OFF_PAYLOAD, None)
     handle._args = None
@@ -186,10 +215,10 @@ cdef inline void _release(LoopTimerHandle handle) noexcept:
     handle._core = None
 
 
-cdef int _drop_loop_handle_gc() except -1:
-    """Take GC support away from LoopTimerHandle (see the top of this file), telling the
+cdef int _drop_gc() except -1:
+    """Take GC support away from TimerHandle (see the module docstring), telling the
     deallocator which fields hold references."""
-    cdef LoopTimerHandle probe = LoopTimerHandle.__new__(LoopTimerHandle)
+    cdef TimerHandle probe = TimerHandle.__new__(TimerHandle)
     cdef Py_ssize_t offsets[10]
     markers = [object() for _ in range(6)] + [LoopCore.__new__(LoopCore)]
     (probe._when, probe._args, probe._context, probe._loop, probe._source_traceback,
@@ -198,43 +227,18 @@ cdef int _drop_loop_handle_gc() except -1:
     for i in range(7):
         offsets[3 + i] = _find_field(probe, markers[i])
     del probe  # freed by Cython's deallocator while the type still has GC support
-    aw_drop_gc(<PyTypeObject *>LoopTimerHandle, offsets, 10)
+    aw_drop_gc(<PyTypeObject *>TimerHandle, offsets, 10)
     return 0
 
 
-_drop_loop_handle_gc()
+_drop_gc()
 
 
 cdef class LoopCore:
     """The wheel of one wheel-backed loop, its queue of imminent timers, and their
     bookkeeping; see :class:`aiowheel._loopcore.LoopCore`, its specification."""
 
-    cdef readonly object loop
-    cdef readonly object clock
-    cdef readonly HierarchicalWheel wheel
-    # A heap of (deadline, order, handle): see the pure twin.
-    cdef readonly list near
-    cdef readonly int64_t order
-    # The context snapshot handed out last (see the top of this file); None after each pass.
-    cdef object _snapshot
-    cdef readonly bint closed
-    # loop.get_debug(), kept by the loop's set_debug: read on every schedule and cancel.
-    cdef public bint debug
-    cdef readonly object min_delay
-    cdef readonly object far_delay
-    cdef readonly object latest_deadline
-    # The three above as C doubles, for the routing of float times without boxing.
-    cdef double _min_delay
-    cdef double _far_delay
-    cdef double _latest_deadline
-    cdef public double driver_when
-    cdef public double advanced_to
-    cdef readonly double catch_up_after
-    cdef readonly Py_ssize_t wheel_timers
-    cdef readonly Py_ssize_t near_timers
-    cdef readonly Py_ssize_t cancelled
-    cdef readonly Py_ssize_t fired
-    cdef readonly Py_ssize_t driver_wakeups
+    # The fields, with the invariant each keeps, are declared in _cloopcore.pxd.
 
     def __init__(self, loop, tick, wheel_size, min_delay, far_delay):
         now = loop.time()
@@ -268,20 +272,20 @@ cdef class LoopCore:
         ``on_wheel``, else in the near queue."""
         return self._schedule(now, when, deadline, on_wheel, callback, args, context, 1)
 
-    cdef LoopTimerHandle _schedule(
+    cdef TimerHandle _schedule(
         self, double now, object when, object deadline, bint on_wheel, object callback,
         tuple args, object context, int caller_frame,
     ):
         """schedule; ``caller_frame`` is the frame (from the innermost Python one) where the
         traceback of a debug-mode handle ends: none of this extension's functions has one."""
-        cdef LoopTimerHandle handle
+        cdef TimerHandle handle
         cdef HierarchicalWheel wheel
         cdef double next_due
         cdef double deadline_value = deadline
         loop = self.loop
         if self.closed:
             raise RuntimeError("Event loop is closed")
-        handle = LoopTimerHandle.__new__(LoopTimerHandle)
+        handle = TimerHandle.__new__(TimerHandle)
         if self.debug:
             loop._check_in_debug(callback)
             handle._source_traceback = _format_helpers.extract_stack(_sys._getframe(caller_frame))
@@ -319,7 +323,7 @@ cdef class LoopCore:
 
     def cancel(self, handle):
         """``handle`` was cancelled: take it off the wheel at once (unless it left the wheel)."""
-        self._forget(<LoopTimerHandle?>handle)
+        self._forget(<TimerHandle?>handle)
 
     cdef object _current_snapshot(self):
         """A snapshot of the current context: the last one made, if the variables are the same."""
@@ -333,7 +337,7 @@ cdef class LoopCore:
         self._snapshot = PyContext_CopyCurrent()
         return self._snapshot
 
-    cdef int _forget(self, LoopTimerHandle handle) except -1:
+    cdef int _forget(self, TimerHandle handle) except -1:
         cdef int removal = self.wheel._unfile(handle)
         if removal == _NOT_PENDING:
             return 0
@@ -352,7 +356,7 @@ cdef class LoopCore:
     cdef double _next_due(self) except? -1.0:
         cdef list near = self.near
         cdef double when = math.inf
-        while near and (<LoopTimerHandle>(<tuple>near[0])[2])._cancelled:
+        while near and (<TimerHandle>(<tuple>near[0])[2])._cancelled:
             _heappop(near)
             self.cancelled += 1
         if near:
@@ -369,13 +373,13 @@ cdef class LoopCore:
         the pure twin."""
         cdef list near = self.near
         cdef list due = []
-        cdef LoopTimerHandle handle
+        cdef TimerHandle handle
         self.driver_wakeups += 1
         self._snapshot = None  # keep no context's values alive longer than a pass
         self._take_near(self.wheel.advance_entries(now + 2 * self.wheel.tick))
         self.advanced_to = now
         while near and (<tuple>near[0])[0] <= now:
-            handle = <LoopTimerHandle>(<tuple>_heappop(near))[2]
+            handle = <TimerHandle>(<tuple>_heappop(near))[2]
             if handle._cancelled:
                 self.cancelled += 1
             else:
@@ -385,10 +389,10 @@ cdef class LoopCore:
 
     cdef int _take_near(self, list entries) except -1:
         """Move ``entries``, just taken off the wheel, to the near queue."""
-        cdef LoopTimerHandle handle
+        cdef TimerHandle handle
         near = self.near
         for entry in entries:
-            handle = <LoopTimerHandle>entry
+            handle = <TimerHandle>entry
             _heappush(near, (_get(handle, _OFF_DEADLINE, "deadline"), handle._order, handle))
         return 0
 
@@ -396,7 +400,7 @@ cdef class LoopCore:
         """Timers held and not cancelled: on the wheel or in the near queue."""
         cdef Py_ssize_t live = 0
         for item in self.near:
-            if not (<LoopTimerHandle>(<tuple>item)[2])._cancelled:
+            if not (<TimerHandle>(<tuple>item)[2])._cancelled:
                 live += 1
         return len(self.wheel) + live
 
@@ -409,9 +413,9 @@ cdef class LoopCore:
         near = self.near
         self.near = []
         for item in near:
-            _release(<LoopTimerHandle>(<tuple>item)[2])
+            _release(<TimerHandle>(<tuple>item)[2])
         for entry in self.wheel.remove_all():
-            _release(<LoopTimerHandle>entry)
+            _release(<TimerHandle>entry)
 
 
 # The loop's call_later and call_at: functions the loop class takes as its methods (binding
@@ -419,7 +423,7 @@ cdef class LoopCore:
 
 
 @cython.binding(True)
-def loop_call_later(loop, delay, callback, *args, context=None):
+def call_later(loop, delay, callback, *args, context=None):
     """asyncio's ``call_later``: on the wheel if ``delay >= min_delay``, in the near queue if
     shorter, on the base loop if further than ``far_delay``, infinite or NaN.
 
@@ -459,8 +463,8 @@ def loop_call_later(loop, delay, callback, *args, context=None):
 
 
 @cython.binding(True)
-def loop_call_at(loop, when, callback, *args, context=None):
-    """asyncio's ``call_at``, routed as ``loop_call_later`` routes ``when - time()``.
+def call_at(loop, when, callback, *args, context=None):
+    """asyncio's ``call_at``, routed as ``call_later`` routes ``when - time()``.
 
     A bool is taken as the int it is. A ``when`` that is not an int or a float (a Fraction, a
     numpy scalar) is rounded up to a float: the callback never runs before ``when``.
@@ -474,7 +478,7 @@ def loop_call_at(loop, when, callback, *args, context=None):
     core = <LoopCore?>loop._core
     now = core.clock()
     if PyFloat_CheckExact(when) and PyFloat_CheckExact(now):
-        # The common case, in C (see loop_call_later).
+        # The common case, in C (see call_later).
         now_value = PyFloat_AS_DOUBLE(now)
         when_value = PyFloat_AS_DOUBLE(when)
         delay_value = when_value - now_value

@@ -1,0 +1,63 @@
+# What the compiled loop core (aiowheel/_cloopcore.pyx) declares: the layout of its TimerHandle
+# and LoopCore (their fields, with the invariant each keeps, and their C methods). No compiled
+# part cimports it today; the loop layer above uses its Python API.
+
+from libc.stdint cimport int64_t
+
+from aiowheel._cwheel cimport Entry, HierarchicalWheel
+
+
+cdef class TimerHandle(Entry):
+    # The time asked for (handle.when()); the entry's deadline is the same time as a float.
+    cdef public object _when
+    cdef public object _args
+    cdef public object _context
+    cdef public object _loop
+    cdef public bint _cancelled
+    cdef public object _source_traceback
+    cdef public object _repr
+    # The loop's core while the timer may still be on the wheel; None once cancelled.
+    cdef LoopCore _core
+    # Scheduling order among all the core's timers: ties between equal deadlines by it.
+    cdef readonly int64_t _order
+    # True if _context is the core's shared snapshot: the callback runs in a copy of it.
+    cdef bint _copy_context
+    cdef object __weakref__
+
+
+cdef class LoopCore:
+    cdef readonly object loop
+    cdef readonly object clock
+    cdef readonly HierarchicalWheel wheel
+    # A heap of (deadline, order, handle): see the pure twin.
+    cdef readonly list near
+    cdef readonly int64_t order
+    # The context snapshot handed out last (see the module docstring); None after each pass.
+    cdef object _snapshot
+    cdef readonly bint closed
+    # loop.get_debug(), kept by the loop's set_debug: read on every schedule and cancel.
+    cdef public bint debug
+    cdef readonly object min_delay
+    cdef readonly object far_delay
+    cdef readonly object latest_deadline
+    # The three above as C doubles, for the routing of float times without boxing.
+    cdef double _min_delay
+    cdef double _far_delay
+    cdef double _latest_deadline
+    cdef public double driver_when
+    cdef public double advanced_to
+    cdef readonly double catch_up_after
+    cdef readonly Py_ssize_t wheel_timers
+    cdef readonly Py_ssize_t near_timers
+    cdef readonly Py_ssize_t cancelled
+    cdef readonly Py_ssize_t fired
+    cdef readonly Py_ssize_t driver_wakeups
+
+    cdef TimerHandle _schedule(
+        self, double now, object when, object deadline, bint on_wheel, object callback,
+        tuple args, object context, int caller_frame,
+    )
+    cdef object _current_snapshot(self)
+    cdef int _forget(self, TimerHandle handle) except -1
+    cdef double _next_due(self) except? -1.0
+    cdef int _take_near(self, list entries) except -1

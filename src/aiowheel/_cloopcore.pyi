@@ -1,0 +1,77 @@
+"""Types of the compiled part aiowheel/_cloopcore.pyx: the wheel-backed event loop's timers, the
+same API as :mod:`aiowheel._loopcore`."""
+
+from collections.abc import Callable
+from contextvars import Context
+from typing import Any, SupportsFloat, SupportsIndex
+
+from aiowheel._cwheel import Entry, HierarchicalWheel
+
+__all__ = ["LoopCore", "TimerHandle", "call_at", "call_later"]
+
+class TimerHandle(Entry[Callable[..., object]]):
+    _order: int
+    def when(self) -> float: ...
+    def cancel(self) -> None: ...
+    def cancelled(self) -> bool: ...
+    def get_context(self) -> Context: ...
+
+class LoopCore:
+    loop: Any
+    wheel: HierarchicalWheel[Any]
+    min_delay: float
+    latest_deadline: float
+    driver_when: float
+    advanced_to: float
+    catch_up_after: float
+    near: list[tuple[float, int, TimerHandle]]
+    order: int
+    wheel_timers: int
+    near_timers: int
+    cancelled: int
+    fired: int
+    driver_wakeups: int
+
+    clock: Callable[[], float]
+    closed: bool
+    debug: bool
+    far_delay: float
+
+    def __init__(
+        self,
+        loop: Any,
+        tick: SupportsFloat,
+        wheel_size: SupportsIndex,
+        min_delay: float,
+        far_delay: float,
+    ) -> None: ...
+    def schedule(
+        self,
+        now: float,
+        when: float,
+        deadline: float,
+        on_wheel: bool,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        context: Context | None,
+    ) -> TimerHandle: ...
+    def cancel(self, handle: TimerHandle) -> None: ...
+    def next_due(self) -> float: ...
+    def advance(self, now: float) -> list[TimerHandle]: ...
+    def pending(self) -> int: ...
+    def close(self) -> None: ...
+
+def call_later(
+    loop: Any,
+    delay: float,
+    callback: Callable[..., object],
+    *args: Any,
+    context: Context | None = None,
+) -> Any: ...
+def call_at(
+    loop: Any,
+    when: float,
+    callback: Callable[..., object],
+    *args: Any,
+    context: Context | None = None,
+) -> Any: ...
