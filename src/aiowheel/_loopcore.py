@@ -19,9 +19,10 @@ run in (deadline, scheduling order) whichever structure held them. :meth:`LoopCo
 is when the driver must run: the heap's earliest deadline, or just after the start of the
 wheel's next bucket, a tick before it expires (every deadline in that bucket is later).
 
-This module is the specification of that hot path; ``aiowheel/_cloop.pxi`` is its compiled twin
-(built into ``aiowheel._cwheel``), and :mod:`aiowheel._impl` declares the two. A loop is made
-with either (``core=`` of the loop classes), and the loop's tests run on both in one process.
+This module is the specification of that hot path; ``aiowheel/_cloopcore.pyx`` is its compiled
+twin (the extension ``aiowheel._cloopcore``), and :mod:`aiowheel._impl` declares the two. A loop
+is made with either (``core=`` of the loop classes), and the loop's tests run on both in one
+process.
 """
 
 from __future__ import annotations
