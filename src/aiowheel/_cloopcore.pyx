@@ -91,7 +91,7 @@ cdef object _callback_source(object callback, object args):
 
 
 cdef class TimerHandle(Entry):
-    """The handle of a timer on the wheel of a wheel-backed event loop.
+    """The handle of a timer of a wheel-backed event loop.
 
     It has ``asyncio.TimerHandle``'s API -- ``when()``, ``cancel()``, ``cancelled()``,
     ``get_context()``, ordering, hashing and ``repr`` -- but is not an instance of it, as
@@ -234,8 +234,36 @@ _drop_gc()
 
 
 cdef class LoopCore:
-    """The wheel of one wheel-backed loop, its queue of imminent timers, and their
-    bookkeeping; see :class:`aiowheel._loopcore.LoopCore`, its specification."""
+    """The wheel of one wheel-backed loop, its queue of imminent timers, and their bookkeeping.
+
+    The core is made by its loop and given what it needs of it, and nothing else of the loop is
+    read (both twins, see :mod:`aiowheel._impl`):
+
+    * ``loop`` -- the event loop the handles belong to: a callback's exception goes to its
+      ``call_exception_handler``; the core reads its ``time()`` and ``get_debug()`` when made.
+    * ``arm(when)`` -- point the loop's driver at ``when`` (a float; ``inf``: disarm it). The
+      core calls it only when the time it needs the driver at changes (:attr:`driver_when`).
+    * ``check_in_debug(callback)`` -- the base loop's debug-mode checks of ``call_at``, called
+      for each timer while :attr:`debug` is true.
+    * ``call_on_base(when, delay, callback, args, context)`` -- a timer the base loop's own
+      way, for those that never fire on the wheel (further than ``far_delay``, beyond the
+      wheel's range, infinite or NaN); returns its handle.
+
+    The loop binds :meth:`call_later` and :meth:`call_at` on itself as its own, keeps
+    :attr:`debug` equal to its ``get_debug()``, calls :meth:`advance` from its driver and
+    :meth:`close` when it closes. ``tick`` and ``wheel_size`` are the wheel's; timers with a
+    delay below ``min_delay`` skip the wheel, into the near queue.
+
+    The handles, on both twins: a :class:`TimerHandle` (``aiowheel.loop.LoopTimerHandle``) has
+    ``asyncio.TimerHandle``'s API and the private fields and ``_run()`` asyncio's loops read
+    (``_when``, ``_callback``, ``_args``, ``_context``, ``_loop``, ``_cancelled``,
+    ``_source_traceback``, ``_repr``), but is not an ``asyncio.TimerHandle``, as uvloop's are
+    not. ``cancel()`` takes its timer off the wheel at once, without calling the loop. A handle
+    that ran, was cancelled or was dropped by :meth:`close` lets go of its callback, arguments
+    and context (``get_context()`` is None then), and copying or pickling one is refused. How a
+    handle holds its place on the wheel is the twin's own (the compiled handle is its wheel
+    entry; the pure one holds an :class:`~aiowheel.wheel.Entry`).
+    """
 
     # The fields, with the invariant each keeps, are declared in _cloopcore.pxd.
 

@@ -249,6 +249,32 @@ class LoopCore:
     entry; the pure one holds an :class:`~aiowheel.wheel.Entry`).
     """
 
+    # Slots, as the compiled twin's fields (declared in _cloopcore.pxd): the same names on the
+    # class, and no instance dict.
+    __slots__ = (
+        "advanced_to",
+        "arm",
+        "call_on_base",
+        "cancelled",
+        "catch_up_after",
+        "check_in_debug",
+        "clock",
+        "closed",
+        "debug",
+        "driver_wakeups",
+        "driver_when",
+        "far_delay",
+        "fired",
+        "latest_deadline",
+        "loop",
+        "min_delay",
+        "near",
+        "near_timers",
+        "order",
+        "wheel",
+        "wheel_timers",
+    )
+
     def __init__(
         self,
         loop: Any,
