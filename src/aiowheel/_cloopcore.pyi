@@ -9,6 +9,8 @@ from aiowheel._cwheel import Entry, HierarchicalWheel
 
 __all__ = ["LoopCore", "TimerHandle"]
 
+CPYTHON_FALLBACK: bool
+
 class TimerHandle(Entry[Callable[..., object]]):
     _order: int
     def when(self) -> float: ...

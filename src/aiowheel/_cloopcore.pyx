@@ -48,8 +48,8 @@ from libc.math cimport INFINITY as _C_INFINITY, nextafter as _c_nextafter, round
 
 from aiowheel._ccontext cimport _run_in
 from aiowheel._ccpython cimport (
+    AW_CPYTHON_FALLBACK,
     _context_vars_readable,
-    _find_field,
     aw_context_vars,
     aw_current_context,
     aw_drop_gc,
@@ -78,6 +78,9 @@ import sys as _sys
 from aiowheel._checks import check_deadline, deadline_after, not_copyable
 
 __all__ = ["LoopCore", "TimerHandle"]
+
+#: True if this part was built with AIOWHEEL_CPYTHON_FALLBACK=1 (see _ccpython.pxd).
+CPYTHON_FALLBACK = bool(AW_CPYTHON_FALLBACK)
 
 # The class asyncio's handles are compared with; ours compare with theirs as theirs do.
 _ASYNCIO_TIMER_HANDLE = _asyncio.TimerHandle
@@ -214,21 +217,30 @@ cdef inline void _release(TimerHandle handle) noexcept:
     handle._core = None
 
 
+cdef extern from *:
+    """
+    #define aw_loop_handle_offsets(h, out) ( \
+        (out)[0] = AW_FIELD_OFFSET(h, _when), \
+        (out)[1] = AW_FIELD_OFFSET(h, _args), \
+        (out)[2] = AW_FIELD_OFFSET(h, _context), \
+        (out)[3] = AW_FIELD_OFFSET(h, _loop), \
+        (out)[4] = AW_FIELD_OFFSET(h, _source_traceback), \
+        (out)[5] = AW_FIELD_OFFSET(h, _repr), \
+        (out)[6] = AW_FIELD_OFFSET(h, _core))
+    """
+    void aw_loop_handle_offsets(TimerHandle handle, Py_ssize_t *out)
+
+
 cdef int _drop_gc() except -1:
-    """Take GC support away from TimerHandle (see the module docstring), telling the
-    deallocator which fields hold references."""
+    """Take GC support away from TimerHandle (see the module docstring; a no-op in the CPython
+    fallback build), telling the deallocator which fields hold references."""
     cdef TimerHandle probe = TimerHandle.__new__(TimerHandle)
     cdef Py_ssize_t offsets[10]
-    markers = [object() for _ in range(6)] + [LoopCore.__new__(LoopCore)]
-    (probe._when, probe._args, probe._context, probe._loop, probe._source_traceback,
-     probe._repr, probe._core) = markers
     offsets[0], offsets[1], offsets[2] = _OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET
-    for i in range(7):
-        offsets[3 + i] = _find_field(probe, markers[i])
+    aw_loop_handle_offsets(probe, &offsets[3])
     del probe  # freed by Cython's deallocator while the type still has GC support
     aw_drop_gc(<PyTypeObject *>TimerHandle, offsets, 10)
     return 0
-
 
 _drop_gc()
 

@@ -9,6 +9,8 @@ from aiowheel._cwheel import Entry, HierarchicalWheel
 
 __all__ = ["TimerCore", "TimerHandle"]
 
+CPYTHON_FALLBACK: bool
+
 H = TypeVar("H", bound=TimerHandle)
 
 class TimerHandle(Entry[Callable[..., object]]):

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 __all__ = [
     "COMPILED",
     "CORE",
+    "CPYTHON_FALLBACK",
     "PURE",
     "SELECTED",
     "TWINS",
@@ -141,6 +142,13 @@ def impl_named(name: str | None) -> Impl:
 
 CORE: Literal["compiled", "pure"] = SELECTED.name
 """Which core runs, by name: ``"compiled"`` or ``"pure"`` (published as :data:`aiowheel.CORE`)."""
+
+CPYTHON_FALLBACK: Final = COMPILED and any(
+    getattr(SELECTED, twin).CPYTHON_FALLBACK for twin, _, _, _ in TWINS
+)
+"""True if the compiled core runs and was built with ``AIOWHEEL_CPYTHON_FALLBACK=1``: every use
+of CPython's internals (``src/aiowheel/_ccpython.pxd``) replaced by a plain fallback on the
+public C API. :data:`CORE` is ``"compiled"`` either way."""
 
 # The selected side's names, for the layers above (type checkers see the pure classes; the
 # compiled parts' stubs, aiowheel/_cwheel.pyi and the others, declare the same API).
