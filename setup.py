@@ -9,6 +9,10 @@ from the ``.pyx`` of that name (``aiowheel._ctimercore`` from ``src/aiowheel/_ct
 The extensions are optional, as in aio-libs' packages: without Cython or a working C compiler,
 or with ``AIOWHEEL_NO_EXTENSIONS`` set to a non-empty value, the install still succeeds, with a
 warning, and ``aiowheel._impl`` falls back to the pure-Python twins.
+
+With ``AIOWHEEL_CPYTHON_FALLBACK`` set to a non-empty value the parts are compiled without any
+use of CPython's internals (the C macro of that name; see ``src/aiowheel/_ccpython.pxd``):
+``aiowheel._impl.CPYTHON_FALLBACK`` is then True.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 SRC = Path("src")
+# Set to a non-empty value at build time: compile the CPython fallback build (see _extensions).
+FALLBACK = "AIOWHEEL_CPYTHON_FALLBACK"
 # Every other Cython source: the .pxi files a part includes and the .pxd files it cimports. A
 # glob, so that a new one rebuilds every part when it changes without being listed here.
 DEPENDS = sorted(glob.glob("src/aiowheel/**/*.px[id]", recursive=True))
@@ -85,12 +91,16 @@ def _extensions() -> list[Extension]:
         return []
     # No fused multiply-add: the float rounding must match CPython's, operation by operation.
     extra = [] if sys.platform == "win32" else ["-ffp-contract=off"]
+    # The CPython fallback build: plain C-API fallbacks for every use of CPython's internals
+    # (src/aiowheel/_ccpython.pxd), for the day one of them breaks on a new CPython.
+    macros = [("AIOWHEEL_CPYTHON_FALLBACK", "1")] if os.environ.get(FALLBACK) else []
     extensions = [
         Extension(
             name,
             [str(SRC.joinpath(*name.split(".")).with_suffix(".pyx"))],
             depends=DEPENDS,
             extra_compile_args=extra,
+            define_macros=macros,
             optional=True,
         )
         for name in compiled_homes()

@@ -33,7 +33,9 @@ Python throughout (``tests/test_impl.py`` starts such processes and checks it).
 Which core and Python. The header of every run names them. ``scripts/test`` sets
 ``AIOWHEEL_EXPECT_CORE`` (``compiled`` or ``pure``) for each run, and a run whose process loaded
 the other core stops before collecting anything (a missing build would otherwise test the pure
-core quietly twice).
+core quietly twice). Its run of the CPython fallback build (``AIOWHEEL_CPYTHON_FALLBACK=1``, see
+``src/aiowheel/_ccpython.pxd``) also sets ``AIOWHEEL_EXPECT_CPYTHON_FALLBACK=1``, and stops the
+same way unless :data:`aiowheel._impl.CPYTHON_FALLBACK` says that build was loaded.
 """
 
 from __future__ import annotations
@@ -93,6 +95,13 @@ def pytest_configure(config: pytest.Config) -> None:
                 else ""
             )
         )
+    expected_fallback = bool(os.environ.get("AIOWHEEL_EXPECT_CPYTHON_FALLBACK"))
+    if expected_fallback and not _impl.CPYTHON_FALLBACK:
+        raise pytest.UsageError(
+            f"AIOWHEEL_EXPECT_CPYTHON_FALLBACK is set, but {_running()} loaded the "
+            f"{aiowheel.CORE} core from {_package_dir()}, not a build made with "
+            "AIOWHEEL_CPYTHON_FALLBACK=1"
+        )
 
 
 def _running() -> str:
@@ -104,7 +113,8 @@ def _package_dir() -> str:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    core = f"the {aiowheel.CORE} core on {_running()}"
+    fallback = " (the CPython fallback build)" if _impl.CPYTHON_FALLBACK else ""
+    core = f"the {aiowheel.CORE} core{fallback} on {_running()}"
     return f"aiowheel {aiowheel.__version__}: {core}, from {_package_dir()}"
 
 

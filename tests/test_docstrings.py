@@ -1,8 +1,8 @@
 """The examples in aiowheel's docstrings run, as sortedcontainers runs its doctests.
 
-The twins' examples (``HierarchicalWheel``'s, and any other in :mod:`aiowheel.wheel`,
-:mod:`aiowheel._timercore` or the compiled :mod:`aiowheel._cwheel`) run on both twins, each
-twin's from its own docstrings with its own classes; every other module's examples run once. An
+The twins' examples (the modules :data:`aiowheel._impl.TWINS` lists) run on both sides, each
+side's from its own docstrings with its own classes, in ``test_twins.py``; every other module's
+examples run once, here. An
 example that cannot run in a doctest (an ``async with``) is marked ``+SKIP`` where it stands.
 The Spark pipeline is left out: importing it needs pyspark.
 """
@@ -13,17 +13,15 @@ import doctest
 import importlib
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pytest
 
 import aiowheel
+from aiowheel import _impl
 
-if TYPE_CHECKING:
-    from twins import Impl
-
-TWIN_NAMES = ("Entry", "HierarchicalWheel", "TimerCore", "TimerHandle", "ceil_ticks", "floor_ticks")
-TWIN_MODULES = {"aiowheel.wheel", "aiowheel._timercore", "aiowheel._cwheel"}
+# The twins' examples run on both sides in test_twins.py.
+TWIN_MODULES = {home for _, pure, compiled, _ in _impl.TWINS for home in (pure, compiled)}
 
 
 def run_examples(tests: list[doctest.DocTest], globs: dict[str, Any]) -> int:
@@ -36,18 +34,6 @@ def run_examples(tests: list[doctest.DocTest], globs: dict[str, Any]) -> int:
         assert result.failed == 0, "".join(report)
         ran += result.attempted
     return ran
-
-
-def test_the_twins_examples_run_on_each_twin(impl: Impl) -> None:
-    globs = {name: getattr(impl, name) for name in TWIN_NAMES}
-    finder = doctest.DocTestFinder(exclude_empty=True)
-    tests = [
-        test
-        for name in TWIN_NAMES
-        for test in finder.find(getattr(impl, name), name, module=False, globs={})
-    ]
-    # HierarchicalWheel's example, at least: a test that runs nothing proves nothing.
-    assert run_examples(tests, globs) >= 6
 
 
 def package_modules() -> list[str]:

@@ -19,6 +19,7 @@ import os
 import pickle
 import subprocess
 import sys
+import types
 import weakref
 from collections.abc import Callable
 from decimal import Decimal
@@ -132,6 +133,17 @@ def test_this_process_uses_the_selected_implementation() -> None:
         assert getattr(_impl, name) is getattr(core_module, name)
 
 
+def test_the_cpython_fallback_build_is_one_build_and_reported() -> None:
+    """Every compiled part says whether it was built with AIOWHEEL_CPYTHON_FALLBACK=1, all the
+    same way; aiowheel._impl.CPYTHON_FALLBACK reports it for the core that runs."""
+    if compiled is None:
+        assert _impl.CPYTHON_FALLBACK is False
+        return
+    built = {importlib.import_module(home).CPYTHON_FALLBACK for _, _, home, _ in _impl.TWINS}
+    assert len(built) == 1
+    assert _impl.CPYTHON_FALLBACK is (_impl.COMPILED and built.pop())
+
+
 # -- the same public surface ---------------------------------------------------------------------
 
 
@@ -202,9 +214,12 @@ def test_same_method_signatures() -> None:
 
 @needs_compiled
 def test_entry_fields_are_member_descriptors_like_slots() -> None:
-    """So a Python subclass with __slots__ (TimerHandle) reads and writes them at slot speed."""
+    """So a Python subclass with __slots__ (TimerHandle) reads and writes them at slot speed;
+    the CPython fallback build keeps properties, which behave the same (see _ccpython.pxd)."""
     for name in ("deadline", "payload", "_bucket"):
-        assert type(vars(compiled.Entry)[name]) is type(vars(pure.Entry)[name])
+        slot = type(vars(pure.Entry)[name])
+        expected = types.GetSetDescriptorType if compiled.CPYTHON_FALLBACK else slot
+        assert type(vars(compiled.Entry)[name]) is expected
 
 
 @needs_compiled
@@ -542,11 +557,17 @@ def test_a_pending_compiled_handle_costs_at_most_its_budget_of_heap() -> None:
     """A bound in bytes, not a speed: tracemalloc counts exactly what the Python heap holds.
     A pending ``call_at(when, callback, key)`` costs the handle (96 bytes: no GC header, the
     key kept without a tuple), its float deadline (24) and its slot in a bucket list (8 plus
-    the list's over-allocation). A GC header back would add 16, a tuple per timer 48."""
+    the list's over-allocation). A GC header back would add 16, a tuple per timer 48. The
+    CPython fallback build (see _ccpython.pxd) keeps the header and shares no context snapshot:
+    it is held to those 16 and a Context per timer more."""
+    import contextvars
     import tracemalloc
 
     assert compiled_core is not None
-    assert not compiled_core.TimerHandle.__flags__ & (1 << 14)  # Py_TPFLAGS_HAVE_GC
+    fallback = compiled_core.CPYTHON_FALLBACK
+    extra = 16 + sys.getsizeof(contextvars.copy_context()) if fallback else 0
+    has_gc = bool(compiled_core.TimerHandle.__flags__ & (1 << 14))  # Py_TPFLAGS_HAVE_GC
+    assert has_gc is fallback
     n = 20_000
     keys = list(range(n))
     handles: list[Any] = [None] * n
@@ -564,18 +585,21 @@ def test_a_pending_compiled_handle_costs_at_most_its_budget_of_heap() -> None:
                 per_timer = (tracemalloc.get_traced_memory()[0] - base) / n
             finally:
                 tracemalloc.stop()
-            assert not gc.is_tracked(handles[0])
+            assert gc.is_tracked(handles[0]) is fallback
             return per_timer
 
     per_timer = asyncio.run(main())
-    assert 96 + 24 + 8 <= per_timer <= 136, per_timer
+    assert 96 + 24 + 8 + extra <= per_timer <= 136 + extra, per_timer
 
 
 @pytest.mark.impl("compiled")
 def test_compiled_handles_are_untracked_share_snapshots_and_reference_nothing_once_done() -> None:
     """What makes handles without GC support safe (see aiowheel/_ctimercore.pyx): a handle out
     of the wheel references nothing. A job (a Python object, holding its entry) stays tracked;
-    its entry, untracked like any handle, references the job only while it is pending."""
+    its entry, untracked like any handle, references the job only while it is pending. (The
+    CPython fallback build has neither trick: its handles are tracked, each has its own context
+    copy.)"""
+    fallback = _impl.CPYTHON_FALLBACK
 
     async def main() -> None:
         async with aiowheel.Timer() as timer:
@@ -583,8 +607,9 @@ def test_compiled_handles_are_untracked_share_snapshots_and_reference_nothing_on
             closed = timer.call_later(10, int, "2")
             job = timer.schedule(10, int)
             # One context snapshot shared while the context's variables stay the same.
-            assert cancelled._context is closed._context
-            assert not any(gc.is_tracked(handle) for handle in (ran, cancelled, closed))
+            assert (cancelled._context is closed._context) is not fallback
+            tracked = [gc.is_tracked(handle) for handle in (ran, cancelled, closed)]
+            assert tracked == [fallback] * 3
             assert gc.is_tracked(job)
             assert any(referent is timer for referent in gc.get_referents(job))
             cancelled.cancel()

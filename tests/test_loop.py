@@ -10,11 +10,14 @@ loops, on 127.0.0.1 only.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import gc
 import importlib.util
+import inspect
 import logging
 import math
+import os
 import random
 import re
 import subprocess
@@ -30,12 +33,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support import HANG, START, VirtualLoop, make_loop, needs_uvloop, run_until
+from twins import is_loop_handle
 
 import aiowheel
+import aiowheel._impl
 import aiowheel.loop
 from aiowheel.loop import (
     FAR_DELAY,
-    LoopTimerHandle,
     WheelLoop,
     new_event_loop,
     new_uvloop_event_loop,
@@ -48,6 +52,10 @@ except ImportError:  # pragma: no cover - uvloop is in the dev extra
     uvloop = None
 
 T = TypeVar("T")
+
+# Every test on both loop cores, in one pytest run: a loop made without core= holds the one
+# the fixture names (see conftest.py).
+pytestmark = pytest.mark.usefixtures("core")
 
 TICK = 0.001
 REPO = Path(__file__).resolve().parent.parent
@@ -182,6 +190,239 @@ def test_bad_options_are_refused_by_name(
             make(**options)
 
 
+# -- the loop core: what the loop hands it, what it gives back ---------------------------------
+
+
+class Host:
+    """All a loop core may read of its loop (see ``LoopCore``): ``time()``, ``get_debug()`` and
+    ``call_exception_handler``. Any other attribute is missing, so a core that reached for
+    the loop's private methods would fail here."""
+
+    __slots__ = ("debug", "now", "reports")
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.debug = False
+        self.reports: list[dict[str, Any]] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def get_debug(self) -> bool:
+        return self.debug
+
+    def call_exception_handler(self, context: dict[str, Any]) -> None:
+        self.reports.append(context)
+
+
+class Hooks:
+    """The loop's side of the interface, recording each call."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.armed: list[float] = []
+        self.checked: list[Callable[..., object]] = []
+        self.on_base: list[tuple[Any, ...]] = []
+
+    def arm(self, when: float) -> None:
+        self.armed.append(when)
+
+    def check_in_debug(self, callback: Callable[..., object]) -> None:
+        self.checked.append(callback)
+
+    def call_on_base(self, *timer: Any) -> asyncio.TimerHandle:
+        self.on_base.append(timer)
+        when, _, callback, args, context = timer
+        return asyncio.TimerHandle(when, callback, args, self.host, context)  # type: ignore[arg-type]
+
+
+def make_core(core: str, host: Host, hooks: Hooks, **options: Any) -> Any:
+    """A loop core of the side ``core`` names, held by no loop: ``host`` and ``hooks`` are all
+    it is given."""
+    loop_core = aiowheel._impl.impl_named(core).loop.LoopCore
+    options = {"tick": TICK, "wheel_size": 64, "min_delay": 4 * TICK, "far_delay": 100.0} | options
+    return loop_core(
+        host,
+        options["tick"],
+        options["wheel_size"],
+        options["min_delay"],
+        options["far_delay"],
+        arm=hooks.arm,
+        check_in_debug=hooks.check_in_debug,
+        call_on_base=hooks.call_on_base,
+    )
+
+
+def test_the_core_arms_the_driver_through_its_hook_only_when_the_time_changes(core: str) -> None:
+    host = Host(START)
+    hooks = Hooks(host)
+    loop_core = make_core(core, host, hooks)
+    later = loop_core.call_later(1.0, print)  # a wheel timer: the driver at its bucket's start
+    assert hooks.armed == [loop_core.driver_when] and loop_core.driver_when < later.when()
+    loop_core.call_later(2.0, print)  # later: the driver stays where it is
+    assert len(hooks.armed) == 1
+    soon = loop_core.call_later(0.002, print)  # below min_delay: the near queue, due first
+    assert hooks.armed[-1] == soon.when() == loop_core.driver_when
+    soon.cancel()  # the near queue keeps it until its time: no re-arming
+    assert len(hooks.armed) == 2
+    later.cancel()  # its bucket emptied: the driver moves to the next one
+    assert len(hooks.armed) == 3 and loop_core.driver_when == loop_core.next_due()
+    # The driver's pass: nothing due at the near timer's time (it was cancelled); re-armed for
+    # the next bucket before advance returns.
+    host.now = soon.when()
+    assert loop_core.advance(host.now) == []
+    assert hooks.armed[-1] == loop_core.driver_when == loop_core.next_due() > host.now
+    assert loop_core.pending() == 1
+    assert hooks.checked == [] and hooks.on_base == []
+
+
+def test_the_core_hands_due_timers_back_and_disarms_when_empty(core: str) -> None:
+    host = Host(START)
+    hooks = Hooks(host)
+    loop_core = make_core(core, host, hooks)
+    ran: list[str] = []
+    first = loop_core.call_at(START + 0.5, ran.append, "first")
+    second = loop_core.call_at(START + 0.5, ran.append, "second")
+    host.now = START + 0.5
+    due = loop_core.advance(host.now)
+    assert len(due) == 2 and due[0] is first and due[1] is second
+    # Nothing left: the driver, which has just run, is not armed again.
+    assert len(hooks.armed) == 1 and loop_core.driver_when == math.inf
+    for handle in due:
+        handle._run()
+    assert ran == ["first", "second"]
+    assert (loop_core.fired, loop_core.wheel_timers, loop_core.pending()) == (2, 2, 0)
+
+
+def test_the_core_reports_a_callbacks_error_to_its_loop(core: str) -> None:
+    host = Host(START)
+    hooks = Hooks(host)
+    loop_core = make_core(core, host, hooks)
+    error = ValueError("boom")
+
+    def fail() -> None:
+        raise error
+
+    handle = loop_core.call_later(0.5, fail)
+    host.now = handle.when()
+    (due,) = loop_core.advance(host.now)
+    due._run()
+    (report,) = host.reports
+    assert report["exception"] is error and report["handle"] is handle
+
+
+def test_the_core_sends_timers_that_never_fire_to_the_base_loop_through_its_hook(
+    core: str,
+) -> None:
+    host = Host(START)
+    hooks = Hooks(host)
+    loop_core = make_core(core, host, hooks, far_delay=100.0)
+    context = contextvars.Context()
+    handle = loop_core.call_later(101.0, print, "far", context=context)
+    assert hooks.on_base == [(START + 101.0, 101.0, print, ("far",), context)]
+    assert isinstance(handle, asyncio.TimerHandle)  # what call_on_base returned
+    loop_core.call_at(math.inf, print)
+    loop_core.call_later(math.nan, print)
+    assert len(hooks.on_base) == 3
+    assert hooks.on_base[1][0] == math.inf and math.isnan(hooks.on_base[2][1])
+    assert hooks.armed == [] and loop_core.pending() == 0
+
+
+def test_the_core_checks_callbacks_through_its_hook_in_debug_mode(core: str) -> None:
+    host = Host(START)
+    hooks = Hooks(host)
+    host.debug = True
+    loop_core = make_core(core, host, hooks)
+    assert loop_core.debug  # read from the loop when made; the loop's set_debug keeps it
+    loop_core.call_later(1.0, print)
+    loop_core.debug = False
+    loop_core.call_later(1.0, repr)
+    assert hooks.checked == [print]
+
+
+def test_a_closed_core_refuses_timers_and_lets_go_of_its_own(core: str) -> None:
+    host = Host(START)
+    hooks = Hooks(host)
+    loop_core = make_core(core, host, hooks)
+    callback = Callback()
+    callback_ref = weakref.ref(callback)
+    handles = [loop_core.call_later(delay, callback) for delay in (0.001, 1.0)]
+    del callback
+    loop_core.close()
+    assert callback_ref() is None and loop_core.pending() == 0
+    assert all(handle.get_context() is None for handle in handles)
+    with pytest.raises(RuntimeError, match="Event loop is closed"):
+        loop_core.call_later(1.0, print)
+
+
+@pytest.mark.impl("compiled")
+def test_the_two_loop_cores_have_the_same_methods_signatures_and_docstrings(core: str) -> None:
+    pure, compiled = aiowheel._impl.PURE.loop, aiowheel._impl.impl_named(core).loop
+
+    def methods(cls: type) -> dict[str, Any]:
+        return {
+            name: getattr(cls, name)
+            for name in dir(cls)
+            if not name.startswith("_") and callable(getattr(cls, name))
+        }
+
+    def parameters(method: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
+        _, *rest = inspect.signature(method).parameters.values()
+        return [(p.name, p.kind, p.default) for p in rest]
+
+    for name in ("LoopCore", "TimerHandle"):
+        pure_methods, compiled_methods = (
+            methods(getattr(pure, name)),
+            methods(getattr(compiled, name)),
+        )
+        assert set(compiled_methods) == set(pure_methods), name
+        for method, spec in pure_methods.items():
+            assert inspect.getdoc(compiled_methods[method]) == inspect.getdoc(spec), method
+            if name == "LoopCore":
+                assert parameters(compiled_methods[method]) == parameters(spec), method
+
+
+@pytest.mark.parametrize("use_uvloop_base", [False, pytest.param(True, marks=needs_uvloop)])
+def test_a_loop_holds_the_core_it_is_made_with(core: str, use_uvloop_base: bool) -> None:
+    handle_class = aiowheel._impl.impl_named(core).loop.TimerHandle
+    make = new_uvloop_event_loop if use_uvloop_base else new_event_loop
+    loop = make(core=core)
+    try:
+
+        async def main() -> list[bool]:
+            running = asyncio.get_running_loop()
+            handles = [running.call_later(delay, print) for delay in (0.001, 0.05, 3600)]
+            await asyncio.sleep(0.01)
+            return [type(handle) is handle_class for handle in handles]
+
+        assert loop.run_until_complete(main()) == [True, True, True]
+        assert loop.wheel_stats().fired >= 2
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize(
+    "make", [new_event_loop, pytest.param(new_uvloop_event_loop, marks=needs_uvloop)]
+)
+def test_a_bad_core_name_is_refused_by_name(make: Callable[..., WheelLoop]) -> None:
+    with pytest.raises(ValueError, match="core must be 'compiled', 'pure' or None, got 'c'"):
+        make(core="c")
+
+
+def test_asking_for_the_compiled_core_without_it_says_so() -> None:
+    code = "import aiowheel.loop; aiowheel.loop.new_event_loop(core='compiled')"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "AIOWHEEL_NO_EXTENSIONS": "1"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "RuntimeError: core='compiled': the compiled core is not built" in result.stderr
+
+
 # -- the timer contract ----------------------------------------------------------------------
 
 
@@ -202,7 +443,7 @@ def test_never_early_and_in_deadline_then_scheduling_order(loop: WheelLoop) -> N
         handles.append(handle)
     # In real time (uvloop) a stalled machine could make a shared deadline too near for the
     # wheel; the contract below is the wheel's, so it is checked on the wheel's timers.
-    on_wheel = {i for i, handle in enumerate(handles) if isinstance(handle, LoopTimerHandle)}
+    on_wheel = {i for i, handle in enumerate(handles) if is_loop_handle(handle)}
     assert len(on_wheel) >= 200  # the call_later ones at least: 5 ms >= min_delay
     run_until(loop, lambda: len(ran) == len(handles))
 
@@ -234,10 +475,8 @@ def test_equal_deadlines_keep_scheduling_order_across_levels() -> None:
     loop = VirtualLoop()
     deadline = START + 10.0
     order: list[str] = []
-    first = loop.call_at(deadline, order.append, "first")
-    assert isinstance(first, LoopTimerHandle) and first._entry is not None
-    assert loop.wheel.locate(first._entry) is not None
-    assert loop.wheel.locate(first._entry)[0] == 2  # 10 000 ticks ahead: level 2
+    loop.call_at(deadline, order.append, "first")
+    assert loop.wheel.levels == 3  # 10 000 ticks ahead: on level 2, the only timer
     # The same deadline, scheduled later on, when it is on level 1 and then on level 0.
     loop.call_at(deadline - 3.0, lambda: loop.call_at(deadline, order.append, "second"))
     loop.call_at(deadline - 0.01, lambda: loop.call_at(deadline, order.append, "third"))
@@ -293,7 +532,7 @@ def test_zero_delay_on_the_wheel_runs_in_a_later_pass(kind: str) -> None:
     def first() -> None:
         order.append("first")
         handle = loop.call_later(0, order.append, "zero")
-        assert isinstance(handle, LoopTimerHandle)  # min_delay=0: even this is on the wheel
+        assert is_loop_handle(handle)  # min_delay=0: even this is on the wheel
 
     loop.call_at(when, first)
     loop.call_at(when, order.append, "second")
@@ -339,10 +578,10 @@ def test_handles_behave_as_asyncio_timer_handles(loop: WheelLoop) -> None:
     when = loop.time() + 1.0
     handle = loop.call_at(when, tick)
     later = loop.call_at(when + 1.0, tick)
-    assert isinstance(handle, LoopTimerHandle)
-    # The pure handle is an asyncio.TimerHandle; the compiled one, a C object, has its API but
-    # is not one, as uvloop's handles are not (docs/loop.md's table says so).
-    assert isinstance(handle, asyncio.TimerHandle) is (aiowheel.CORE == "pure")
+    assert is_loop_handle(handle)
+    # On both cores it has asyncio's API but is not an asyncio.TimerHandle, as uvloop's
+    # handles are not (docs/loop.md's table says so).
+    assert not isinstance(handle, asyncio.TimerHandle)
     assert handle.when() == when
     assert handle < later and handle <= later and later > handle and later >= handle
     assert handle != later
@@ -373,7 +612,7 @@ def test_a_wheel_callbacks_error_goes_to_the_exception_handler(loop: WheelLoop) 
 
     handle = loop.call_later(0.01, fail)
     loop.call_later(0.01, ran.append, "after")
-    assert isinstance(handle, LoopTimerHandle)
+    assert is_loop_handle(handle)
     run_until(loop, lambda: "after" in ran)
     (report,) = reports
     assert report["exception"] is error
@@ -384,8 +623,6 @@ def test_a_wheel_callbacks_error_goes_to_the_exception_handler(loop: WheelLoop) 
 
 
 def test_wheel_callbacks_run_in_their_context(loop: WheelLoop) -> None:
-    import contextvars
-
     var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
     seen: list[str] = []
 
@@ -491,8 +728,8 @@ def test_far_and_nan_timers_stay_on_the_base_loop_and_short_ones_skip_the_wheel(
         on_wheel = [loop.call_later(0.004, Callback()), loop.call_at(loop.time() + 60, Callback())]
         if kind == "virtual":  # uvloop itself refuses NaN
             on_base.append(loop.call_later(math.nan, Callback()))
-        assert not any(isinstance(handle, LoopTimerHandle) for handle in on_base)
-        assert all(isinstance(handle, LoopTimerHandle) for handle in near + on_wheel)
+        assert not any(is_loop_handle(handle) for handle in on_base)
+        assert all(is_loop_handle(handle) for handle in near + on_wheel)
         stats = loop.wheel_stats()
         assert (stats.base_timers, stats.wheel_timers, stats.pending) == (
             len(near) + len(on_base),
@@ -552,6 +789,27 @@ def test_uvloop_delays_are_whole_milliseconds_at_or_after_when(now_ms: int) -> N
 
 
 @needs_uvloop
+@needs_uvloop
+def test_a_lone_timer_costs_one_driver_pass_on_uvloop() -> None:
+    # uvloop's clock counts whole milliseconds, the default tick: a pass at the start of a
+    # timer's tick could never find it due. The driver is armed just after that start, for the
+    # tick's own millisecond, so each lone timer takes one pass (it took two: the regression).
+    loop = new_uvloop_event_loop()
+
+    async def lone_timers(count: int) -> None:
+        for _ in range(count):
+            done = loop.create_future()
+            loop.call_later(0.0503, done.set_result, None)  # off uvloop's millisecond grid
+            await done
+
+    try:
+        loop.run_until_complete(asyncio.wait_for(lone_timers(20), HANG))
+        stats = loop.wheel_stats()
+        assert (stats.fired, stats.driver_wakeups) == (20, 20)
+    finally:
+        loop.close()
+
+
 def test_uvloop_driver_is_armed_for_the_buckets_millisecond() -> None:
     # The regression: ceil((deadline - time()) * 1000) made 22.000000000048203 ms into 23, so
     # about half the drivers, and every timer of their buckets, ran a millisecond late.
@@ -673,22 +931,30 @@ def live_base_timers(loop: VirtualLoop) -> list[asyncio.TimerHandle]:
     return [handle for handle in loop._scheduled if not handle.cancelled()]  # type: ignore[attr-defined]
 
 
+def bucket_start(loop: WheelLoop) -> float:
+    """The start of the wheel's earliest bucket, a tick before it expires: every deadline in it
+    is later (the wheel rounds deadlines up to a tick)."""
+    expires = loop.wheel.next_deadline()
+    assert expires is not None
+    return (round(expires / TICK) - 1) * TICK
+
+
 def test_one_driver_armed_for_the_earliest_bucket_and_disarmed_when_empty() -> None:
     loop = VirtualLoop()
     assert live_base_timers(loop) == []
-    # Armed a tick before the earliest bucket expires: no deadline in it is earlier.
+    # Armed just after the start of the earliest bucket: no deadline in it is earlier.
     late = loop.call_later(0.05, Callback())
     (driver,) = live_base_timers(loop)
-    assert driver.when() == loop.wheel.next_deadline() - TICK
+    assert driver.when() == math.nextafter(bucket_start(loop), math.inf)
     for _ in range(100):
         loop.call_later(0.06, Callback())
     assert live_base_timers(loop) == [driver]  # later buckets do not re-arm it
     early = loop.call_later(0.01, Callback())
     (driver,) = live_base_timers(loop)
-    assert driver.when() == loop.wheel.next_deadline() - TICK <= early.when()
+    assert driver.when() == math.nextafter(bucket_start(loop), math.inf) <= early.when()
     early.cancel()  # the earliest bucket is now empty: the driver moves later
     (driver,) = live_base_timers(loop)
-    assert driver.when() == loop.wheel.next_deadline() - TICK <= late.when()
+    assert driver.when() == math.nextafter(bucket_start(loop), math.inf) <= late.when()
     loop.close()
 
 
@@ -714,10 +980,10 @@ def test_a_later_timer_in_an_earlier_higher_bucket_needs_no_extra_pass() -> None
     ran: list[tuple[str, float]] = []
     first = loop.call_at(start + 0.060, lambda: ran.append(("first", loop.time())))
     later = loop.call_at(start + 0.065, lambda: ran.append(("later", loop.time())))
-    assert isinstance(later, LoopTimerHandle) and later._entry is not None
-    location = loop.wheel.locate(later._entry)
-    assert location is not None and location[0] == 1
-    expiration = loop.wheel.bucket_expiration(*location)
+    # The later timer is on level 1 (beyond level 0's 64 ticks), in a bucket that expires
+    # before the first timer's deadline: the wheel's next bucket is its.
+    assert loop.wheel.levels == 2
+    expiration = loop.wheel.next_deadline()
     assert expiration is not None and expiration < first.when()
     passes = loop.wheel_stats().driver_wakeups
     run_for(loop, 0.07)
@@ -754,9 +1020,10 @@ def test_an_idle_wheel_catches_up_before_filing_a_near_timer() -> None:
     loop.call_later(3600, Callback())  # a far timer keeps the wheel busy but its clock idle
     loop.advance(1800)  # half an hour passes (the loop was blocked, say)
     near = loop.call_later(0.01, Callback())
-    assert isinstance(near, LoopTimerHandle) and near._entry is not None
-    location = loop.wheel.locate(near._entry)
-    assert location is not None and location[0] == 0  # straight onto level 0, no cascading
+    # Straight onto level 0, no cascading: its bucket expires at its own tick (a bucket of a
+    # higher level expires at the start of its slot, ticks before).
+    expiration = loop.wheel.next_deadline()
+    assert expiration is not None and near.when() <= expiration < near.when() + TICK
     run_for(loop, 0.02)
     # The near timer's and the sleep's: each at the start of its bucket and at its deadline.
     assert loop.wheel_stats().driver_wakeups == 4
@@ -904,7 +1171,7 @@ def outcome(call: Callable[[], object]) -> tuple[type[BaseException], str] | Non
         handle = call()
     except Exception as exc:
         return type(exc), str(exc)
-    assert isinstance(handle, (asyncio.Handle, LoopTimerHandle))  # the compiled one is neither
+    assert isinstance(handle, asyncio.Handle) or is_loop_handle(handle)
     handle.cancel()
     return None
 

@@ -18,7 +18,15 @@ import pytest
 
 from aiowheel import _impl
 
-__all__ = ["CORES", "IMPLS", "Impl", "load_impl", "load_side", "selected_impl"]
+__all__ = [
+    "CORES",
+    "IMPLS",
+    "Impl",
+    "is_loop_handle",
+    "load_impl",
+    "load_side",
+    "selected_impl",
+]
 
 IMPLS = ("pure", "compiled")
 #: The ``core`` fixture's values, as ``Timer(core=...)`` takes them.
@@ -81,3 +89,10 @@ def load_side(name: str) -> _impl.Impl:
 def selected_impl() -> str:
     """The twin :mod:`aiowheel._impl` selected in this process."""
     return "compiled" if _impl.COMPILED else "pure"
+
+
+def is_loop_handle(handle: object) -> bool:
+    """True if ``handle`` is a wheel loop's handle of the side under test: the loop core of
+    :data:`aiowheel._impl.SELECTED`, which the ``core`` fixture sets. (``aiowheel.loop``'s
+    ``LoopTimerHandle`` is the class of the side selected at import.)"""
+    return isinstance(handle, _impl.SELECTED.loop.TimerHandle)

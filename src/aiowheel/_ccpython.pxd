@@ -1,21 +1,48 @@
 # CPython internals the compiled parts use, in one place (cimported by the wheel, the Timer core,
-# the loop core and the idle core; no module of its own). Each helper below reaches past the
-# public C API -- into an object's layout, a type's flags and slots, a private function -- for
-# speed or memory; the comment above each says what it relies on and what it buys. Everything
-# else of the compiled parts is plain Cython and the public C API.
+# the loop core and the idle core; no module of its own). Everything else of the compiled parts
+# is plain Cython and the public C API.
+#
+# Each trick below reaches past the public C API -- into an object's layout, a type's flags and
+# slots, a private function -- for speed or memory. For each: what it relies on, what it buys,
+# the CPython versions it was checked against (the suite passes on each), and its fallback.
+#
+# The fallback build. With AIOWHEEL_CPYTHON_FALLBACK=1 in the environment at build time,
+# setup.py defines the C macro AIOWHEEL_CPYTHON_FALLBACK, and every trick here is compiled as a
+# plain fallback on the public C API or plain Cython: the same behaviour for callers, a little
+# slower, and some memory more per handle. ``AW_CPYTHON_FALLBACK`` (below) is true in that build;
+# each compiled part publishes it as its module constant ``CPYTHON_FALLBACK``, and
+# ``aiowheel._impl.CPYTHON_FALLBACK`` tells whether the running core is such a build. The suite
+# runs on it too (scripts/test), so the day a trick breaks there is a known-good path.
+#
+# Nothing here can fail an import on a layout surprise: the one layout read at run time (the
+# Context's, trick 3) is checked when a part is imported, and a check that fails makes that part
+# take its fallback path at run time (snapshots are then not shared). Every other trick is fixed
+# at compile time from CPython's headers.
 
-from cpython.object cimport PyObject, PyTypeObject, Py_TYPE
+from cpython.object cimport PyObject, PyTypeObject
 
 
 cdef extern from *:
     """
     #include <structmember.h>
 
-    /* -- member descriptors and in-place list edits (the wheel) ---------------------------- */
+    #ifdef AIOWHEEL_CPYTHON_FALLBACK
+    #define AW_CPYTHON_FALLBACK 1
+    #else
+    #define AW_CPYTHON_FALLBACK 0
+    #endif
 
-    /* Expose the object field at `offset` of every instance of `type` as a member descriptor,
-       as __slots__ are; `def` must outlive the type (a static). Edits the dict of a ready
-       static type. */
+    /* Not a trick: the byte offset of an object field of a cdef class instance, from the C
+       struct Cython declares for it (plain C, nothing guessed). */
+    #define AW_FIELD_OFFSET(obj, field) ((Py_ssize_t)((char *)&(obj)->field - (char *)(obj)))
+
+    /* -- 1. member descriptors (the wheel's Entry) ---------------------------------------------
+       Relies on: adding to the tp_dict of a ready static type, then PyType_Modified.
+       Buys: Entry's deadline, payload and _bucket are member descriptors, as slots are, which
+       CPython's attribute specialisation reads at slot speed in Python subclasses (the Timer's
+       Job). Checked: 3.11, 3.12, 3.13. Fallback: Entry's Cython properties, which behave the
+       same (_centry.pxi). */
+    #if !AW_CPYTHON_FALLBACK
     static inline int aw_add_member(PyTypeObject *type, PyMemberDef *def) {
         PyObject *descr = PyDescr_NewMember(type, def);
         int result;
@@ -25,10 +52,23 @@ cdef extern from *:
         PyType_Modified(type);
         return result;
     }
+    #else
+    static inline int aw_add_member(PyTypeObject *type, PyMemberDef *def) {
+        (void)type; (void)def;
+        return 0;
+    }
+    #endif
 
-    /* Take item i out of `list` by moving the last item into its place (PyListObject's
-       ob_item, edited in place). Returns the removed item: the list's reference to it passes to
-       the caller. */
+    /* -- 2. in-place list edits (the wheel) ----------------------------------------------------
+       Relies on: PyListObject's ob_item array and Py_SET_SIZE on a list.
+       Buys: O(1) removal from a bucket with no reference-count traffic (aw_list_swap_remove), and
+       a sorted batch stored back without a second list (aw_list_put).
+       Checked: 3.11, 3.12, 3.13. Fallback: PyList_GET_ITEM / PyList_SetItem / PyList_SetSlice,
+       and a sorted batch stored through a new list (aw_list_put is then not called: see
+       _csort.pxi). */
+    #if !AW_CPYTHON_FALLBACK
+    /* Take item i out of `list` by moving the last item into its place. Returns the removed
+       item: the list's reference to it passes to the caller. */
     static inline PyObject *aw_list_swap_remove(PyObject *list, Py_ssize_t i) {
         PyListObject *l = (PyListObject *)list;
         Py_ssize_t last = Py_SIZE(l) - 1;
@@ -37,47 +77,82 @@ cdef extern from *:
         Py_SET_SIZE(l, last);
         return item;
     }
-
     /* Put `item` at position i of `list` (a permutation step: no reference changes hands). */
     static inline void aw_list_put(PyObject *list, Py_ssize_t i, PyObject *item) {
         ((PyListObject *)list)->ob_item[i] = item;
     }
+    #else
+    static inline PyObject *aw_list_swap_remove(PyObject *list, Py_ssize_t i) {
+        Py_ssize_t last = PyList_GET_SIZE(list) - 1;
+        PyObject *item = PyList_GET_ITEM(list, i);
+        Py_INCREF(item);  /* the reference passed to the caller; the list's goes below */
+        if (i != last) {
+            PyObject *moved = PyList_GET_ITEM(list, last);
+            Py_INCREF(moved);
+            PyList_SetItem(list, i, moved);  /* steals `moved`, releases the list's `item` */
+        }
+        /* Releases the last slot's reference: `moved`'s (still held at i) or `item`'s. */
+        PyList_SetSlice(list, last, last + 1, NULL);
+        return item;
+    }
+    static inline void aw_list_put(PyObject *list, Py_ssize_t i, PyObject *item) {
+        (void)list; (void)i; (void)item;
+    }
+    #endif
 
-    /* -- contexts (the Timer core, the loop core) ------------------------------------------- */
-
-    /* The variables of a contextvars.Context: the pointer after ctx_prev. CPython 3.7 to 3.14
-       lay a Context out as PyObject_HEAD, ctx_prev, ctx_vars; _context_vars_readable() checks it
-       at import, and snapshots are not shared if it does not hold. */
+    /* -- 3. the Context's variables (the Timer core, the loop core) ----------------------------
+       Relies on: a contextvars.Context laid out as PyObject_HEAD, ctx_prev, ctx_vars (CPython 3.7
+       to 3.14), and the field PyThreadState.context (the current context, not a copy).
+       _context_vars_readable() checks the layout when a part is imported; where it does not
+       hold, the part runs its fallback path at run time.
+       Buys: handles scheduled from the same context share one snapshot (one Context object per
+       change of the variables instead of one per timer).
+       Checked: 3.11, 3.12, 3.13. Fallback: no shared snapshots, one PyContext_CopyCurrent per
+       handle, as when the check fails. */
+    #if !AW_CPYTHON_FALLBACK
     static inline void *aw_context_vars(PyObject *ctx) {
         return ((void **)((char *)ctx + sizeof(PyObject)))[1];
     }
-    /* The current thread's context itself, not a copy; NULL before any was entered. Read from
-       PyThreadState.context, a field of the non-limited API from CPython 3.7 to 3.14, only
-       where _context_vars_readable() holds. */
     static inline PyObject *aw_current_context(void) {
         return PyThreadState_GET()->context;
     }
+    #else
+    static inline void *aw_context_vars(PyObject *ctx) { (void)ctx; return NULL; }
+    static inline PyObject *aw_current_context(void) { return NULL; }
+    #endif
     static inline const char *aw_type_name(void *obj) {
         return Py_TYPE((PyObject *)obj)->tp_name;
     }
 
-    /* -- callbacks (the Timer core) ---------------------------------------------------------- */
-
-    /* co_flags of a plain function's code, or -1 if `obj` is not exactly a function. */
+    /* -- 4. a function's code flags (the Timer core) ---------------------------------------------
+       Relies on: PyCodeObject's co_flags field.
+       Buys: call_later/call_at refuse a coroutine function without a Python call.
+       Checked: 3.11, 3.12, 3.13. Fallback: -1 ("not a plain function"): every callback goes
+       through aiowheel._checks.check_callback, which gives the same answer. */
+    #if !AW_CPYTHON_FALLBACK
     static inline int aw_function_flags(PyObject *obj) {
         if (!Py_IS_TYPE(obj, &PyFunction_Type)) return -1;
         return ((PyCodeObject *)PyFunction_GET_CODE(obj))->co_flags;
     }
+    #else
+    static inline int aw_function_flags(PyObject *obj) { (void)obj; return -1; }
+    #endif
     static inline PyObject *aw_method_function(PyObject *obj) {
         return Py_IS_TYPE(obj, &PyMethod_Type) ? PyMethod_GET_FUNCTION(obj) : NULL;
     }
 
-    /* -- handles without GC support (the Timer core, the loop core) ------------------------- */
-
-    /* Types without GC support whose instances hold object fields at known offsets; see
-       aw_drop_gc. Each keeps its own (Cython's) deallocator, for its GC subclasses. One table
-       per compiled part that includes this file. */
+    /* -- 5. handles without GC support (the Timer core, the loop core) ----------------------------
+       Relies on: clearing Py_TPFLAGS_HAVE_GC of a ready type before any instance exists, and
+       swapping its tp_dealloc and tp_free; Python subclasses (heap types) still get GC support
+       from CPython and keep Cython's deallocator.
+       Buys: no GC header per handle (16 bytes) and nothing for a full collection to walk: about
+       half the CPU a pending timer cost (see the parts' docstrings for why it is safe).
+       Checked: 3.11, 3.12, 3.13. Fallback: the handles keep their GC support (tracked, 16 bytes
+       more each). */
     #define AW_MAX_FIELDS 12
+    #if !AW_CPYTHON_FALLBACK
+    /* Types without GC support whose instances hold object fields at known offsets; each keeps
+       its own (Cython's) deallocator, for its GC subclasses. One table per compiled part. */
     #define AW_MAX_TYPES 2
     typedef struct {
         PyTypeObject *type;
@@ -108,7 +183,8 @@ cdef extern from *:
     }
 
     /* Clear Py_TPFLAGS_HAVE_GC of `type`, before any instance exists: instances are then
-       allocated without a GC header and freed by aw_untracked_dealloc. */
+       allocated without a GC header and freed by aw_untracked_dealloc, which clears the
+       object fields at `offsets`. */
     static inline int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) {
         aw_untracked_type *record;
         int i;
@@ -127,28 +203,48 @@ cdef extern from *:
         PyType_Modified(type);
         return 0;
     }
+    #else
+    static inline int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) {
+        (void)type; (void)offsets; (void)count;
+        return 0;
+    }
+    #endif
 
-    /* -- the monotonic clock (the idle core) ------------------------------------------------- */
-
-    /* time.monotonic() as a double, by the calls time.monotonic() makes (CPython's
-       Modules/timemodule.c): the same clock, converted the same way, so the same value. Below
-       3.13 the functions are private (_PyTime_*). */
+    /* -- 6. the monotonic clock (the idle core) --------------------------------------------------
+       Relies on: below 3.13, CPython's private _PyTime_GetMonotonicClockWithInfo and
+       _PyTime_AsSecondsDouble (3.13 made them public as PyTime_Monotonic and
+       PyTime_AsSecondsDouble, which every build uses there).
+       Buys: IdleTimeouts.touch reads time.monotonic() -- the same clock, converted the same way,
+       so the same double -- without a call through Python or a float object.
+       Checked: 3.11, 3.12 (private), 3.13 (public). Fallback below 3.13: AW_HAVE_C_MONOTONIC is
+       0 and touch calls the Timer's clock as it does any other clock. */
     #if PY_VERSION_HEX >= 0x030D0000
+    #define AW_HAVE_C_MONOTONIC 1
     static inline int aw_monotonic(double *now) {
         PyTime_t t;
         if (PyTime_Monotonic(&t) < 0) return -1;
         *now = PyTime_AsSecondsDouble(t);
         return 0;
     }
-    #else
+    #elif !AW_CPYTHON_FALLBACK
+    #define AW_HAVE_C_MONOTONIC 1
     static inline int aw_monotonic(double *now) {
         _PyTime_t t;
         if (_PyTime_GetMonotonicClockWithInfo(&t, NULL) < 0) return -1;
         *now = _PyTime_AsSecondsDouble(t);
         return 0;
     }
+    #else
+    #define AW_HAVE_C_MONOTONIC 0
+    static inline int aw_monotonic(double *now) {
+        (void)now;
+        PyErr_SetString(PyExc_SystemError, "aiowheel: no C monotonic clock in this build");
+        return -1;
+    }
     #endif
     """
+    # True in the fallback build (see the top of this file).
+    const bint AW_CPYTHON_FALLBACK
     ctypedef struct PyMemberDef:
         const char *name
         int type
@@ -165,31 +261,19 @@ cdef extern from *:
     int aw_function_flags(PyObject *obj)
     PyObject *aw_method_function(object obj)
     int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) except -1
+    const bint AW_HAVE_C_MONOTONIC
     int aw_monotonic(double *now) except -1
     int CO_COROUTINE
     int CO_ITERABLE_COROUTINE
 
 
-cdef inline Py_ssize_t _find_field(object probe, object marker) except -1:
-    """The byte offset of the one object field of ``probe`` that holds ``marker`` (Cython does
-    not expose the offsets of a cdef class's fields): found by reading the instance's memory,
-    pointer by pointer, after the object header."""
-    cdef char *base = <char *><PyObject *>probe
-    cdef Py_ssize_t offset
-    cdef Py_ssize_t size = Py_TYPE(probe).tp_basicsize
-    for offset in range(sizeof(PyObject), size - <Py_ssize_t>sizeof(PyObject *) + 1,
-                        sizeof(PyObject *)):
-        if (<PyObject **>(base + offset))[0] == <PyObject *>marker:
-            return offset
-    raise SystemError(f"aiowheel: a field of {type(probe).__name__} was not found")
-
-
 cdef inline bint _context_vars_readable():
-    """Whether aw_context_vars reads a Context's variable mapping on this interpreter."""
+    """Whether aw_context_vars reads a Context's variable mapping on this interpreter (trick 3):
+    False in the fallback build, and wherever the layout is not the one checked."""
     import contextvars
     import sys
 
-    if not ((3, 7) <= sys.version_info[:2] <= (3, 14)):
+    if AW_CPYTHON_FALLBACK or not ((3, 7) <= sys.version_info[:2] <= (3, 14)):
         return False
     probe = contextvars.ContextVar("aiowheel-probe")
     first = contextvars.Context()

@@ -1,5 +1,5 @@
 # Part of aiowheel/_cwheel.pyx (included there; see its docstring): the compiled Entry, the twin of
-# aiowheel.wheel.Entry, and the discovery of its fields' offsets for the member descriptors.
+# aiowheel.wheel.Entry, and its fields' offsets and member descriptors.
 
 
 # The member definitions of the descriptor fields, found by _init_members with their offsets
@@ -33,6 +33,46 @@ cdef class Entry:
     def __class_getitem__(cls, item):
         # Entry[P] in annotations and base classes: the compiled class is not generic at runtime.
         return cls
+
+    # deadline, payload and _bucket as Python sees them: replaced by member descriptors when the
+    # module is imported (see _init_members), kept by the CPython fallback build; both behave
+    # as the pure Entry's slots do.
+
+    @property
+    def deadline(self):
+        return _get(self, _OFF_DEADLINE, "deadline")
+
+    @deadline.setter
+    def deadline(self, value):
+        _set(self, _OFF_DEADLINE, value)
+
+    @deadline.deleter
+    def deadline(self):
+        _del(self, _OFF_DEADLINE, "deadline")
+
+    @property
+    def payload(self):
+        return _get(self, _OFF_PAYLOAD, "payload")
+
+    @payload.setter
+    def payload(self, value):
+        _set(self, _OFF_PAYLOAD, value)
+
+    @payload.deleter
+    def payload(self):
+        _del(self, _OFF_PAYLOAD, "payload")
+
+    @property
+    def _bucket(self):
+        return _get(self, _OFF_BUCKET, "_bucket")
+
+    @_bucket.setter
+    def _bucket(self, value):
+        _set(self, _OFF_BUCKET, value)
+
+    @_bucket.deleter
+    def _bucket(self):
+        _del(self, _OFF_BUCKET, "_bucket")
 
     @property
     def pending(self):
@@ -98,23 +138,54 @@ cdef int _set_slots(object obj, dict fields) except -1:
     return 0
 
 
+cdef extern from *:
+    """
+    #define aw_field_offset_deadline(entry) AW_FIELD_OFFSET(entry, c_deadline)
+    #define aw_field_offset_payload(entry) AW_FIELD_OFFSET(entry, c_payload)
+    #define aw_field_offset_bucket(entry) AW_FIELD_OFFSET(entry, c_bucket)
+    """
+    Py_ssize_t aw_field_offset_deadline(Entry entry)
+    Py_ssize_t aw_field_offset_payload(Entry entry)
+    Py_ssize_t aw_field_offset_bucket(Entry entry)
+
+
+cdef int _del(object entry, Py_ssize_t offset, str name) except -1:
+    """``del entry.<name>``: leave NULL in the field, as deleting a slot does."""
+    cdef PyObject **field = _field(entry, offset)
+    cdef PyObject *old = field[0]
+    if old is NULL:
+        _raise_unset(entry, name)
+    field[0] = NULL
+    Py_XDECREF(old)
+    return 0
+
+
+cdef int _raise_unset(object entry, str name) except -1:
+    """Raise the AttributeError reading the deleted field ``name`` of ``entry`` raises."""
+    if not AW_CPYTHON_FALLBACK:
+        getattr(entry, name)  # the member descriptor's own error
+    raise AttributeError(
+        f"'{Py_TYPE(entry).tp_name.decode()}' object has no attribute '{name}'"
+    )
+
+
 cdef int _init_members() except -1:
-    """Find the three fields' offsets (Cython does not expose them) and add the descriptors."""
+    """Set the three fields' offsets and, unless built as the CPython fallback, add the member
+    descriptors (see _cwheel.pxd)."""
     global _OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET
     cdef Entry probe = Entry.__new__(Entry)
-    markers = (object(), object(), object())
-    # Cython-typed stores: the fields are still the None Cython initialised them to.
-    probe.deadline, probe.payload, probe._bucket = markers
-    _OFF_DEADLINE = _find_field(probe, markers[0])
-    _OFF_PAYLOAD = _find_field(probe, markers[1])
-    _OFF_BUCKET = _find_field(probe, markers[2])
+    cdef int i
+    _OFF_DEADLINE = aw_field_offset_deadline(probe)
+    _OFF_PAYLOAD = aw_field_offset_payload(probe)
+    _OFF_BUCKET = aw_field_offset_bucket(probe)
+    if AW_CPYTHON_FALLBACK:
+        return 0
     _MEMBERS[0].name = b"deadline"
     _MEMBERS[0].offset = _OFF_DEADLINE
     _MEMBERS[1].name = b"payload"
     _MEMBERS[1].offset = _OFF_PAYLOAD
     _MEMBERS[2].name = b"_bucket"
     _MEMBERS[2].offset = _OFF_BUCKET
-    cdef int i
     for i in range(3):
         _MEMBERS[i].type = T_OBJECT_EX
         _MEMBERS[i].flags = 0

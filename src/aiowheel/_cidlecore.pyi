@@ -8,6 +8,8 @@ from aiowheel._host import TimerHost
 
 __all__ = ["IdleCore"]
 
+CPYTHON_FALLBACK: bool
+
 K = TypeVar("K", bound=Hashable)
 
 class IdleCore(Generic[K]):

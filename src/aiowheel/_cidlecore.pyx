@@ -34,7 +34,7 @@ from cpython.long cimport PyLong_AsDouble, PyLong_AsLongLongAndOverflow, PyLong_
 from cpython.object cimport PyObject
 from libc.stdint cimport int64_t
 
-from aiowheel._ccpython cimport aw_monotonic
+from aiowheel._ccpython cimport AW_CPYTHON_FALLBACK, AW_HAVE_C_MONOTONIC, aw_monotonic
 from aiowheel._cint64 cimport _EXACT
 from aiowheel._cwheel cimport _Tick, _tick_of, _to_ticks
 
@@ -45,7 +45,12 @@ from types import GenericAlias as _GenericAlias
 
 __all__ = ["IdleCore"]
 
-# _MONOTONIC, time.monotonic: the clock asyncio's own loops give the Timer (compared by identity).
+#: True if this part was built with AIOWHEEL_CPYTHON_FALLBACK=1 (see _ccpython.pxd).
+CPYTHON_FALLBACK = bool(AW_CPYTHON_FALLBACK)
+
+# time.monotonic, the clock asyncio's own loops give the Timer (compared by identity), where it
+# is read in C (trick 6 of _ccpython.pxd); None where this build cannot (the fallback below 3.13).
+_C_MONOTONIC = _MONOTONIC if AW_HAVE_C_MONOTONIC else None
 
 cdef inline bint _exact_double(object value, double *out) except -1:
     """Store ``value`` in ``out`` and return True if comparing a float with it is comparing
@@ -166,7 +171,7 @@ cdef class IdleCore:
                 self._touch_objects(key, now)
                 return
             now_d = PyFloat_AS_DOUBLE(now)
-        elif clock is _MONOTONIC:
+        elif clock is _C_MONOTONIC:
             aw_monotonic(&now_d)
         else:
             now = clock()
@@ -270,7 +275,7 @@ cdef class IdleCore:
         clock = self._clock
         if clock is None:
             return self._read_clock()
-        if clock is _MONOTONIC:
+        if clock is _C_MONOTONIC:
             aw_monotonic(&now_d)
             return PyFloat_FromDouble(now_d)
         return clock()

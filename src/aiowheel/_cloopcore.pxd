@@ -27,6 +27,10 @@ cdef class TimerHandle(Entry):
 
 cdef class LoopCore:
     cdef readonly object loop
+    # What the loop hands its core (see the pure twin's docstring): the only ways back to it.
+    cdef readonly object arm
+    cdef readonly object check_in_debug
+    cdef readonly object call_on_base
     cdef readonly object clock
     cdef readonly HierarchicalWheel wheel
     # A heap of (deadline, order, handle): see the pure twin.
@@ -44,7 +48,8 @@ cdef class LoopCore:
     cdef double _min_delay
     cdef double _far_delay
     cdef double _latest_deadline
-    cdef public double driver_when
+    # The time the driver is armed for: the core's own (it calls arm).
+    cdef readonly double driver_when
     cdef public double advanced_to
     cdef readonly double catch_up_after
     cdef readonly Py_ssize_t wheel_timers
@@ -59,5 +64,9 @@ cdef class LoopCore:
     )
     cdef object _current_snapshot(self)
     cdef int _forget(self, TimerHandle handle) except -1
+    cdef int _rearm(self) except -1
     cdef double _next_due(self) except? -1.0
     cdef int _take_near(self, list entries) except -1
+    cdef object _on_base(
+        self, object when, object delay, object callback, tuple args, object context
+    )

@@ -7,7 +7,9 @@ from typing import Any, SupportsFloat, SupportsIndex
 
 from aiowheel._cwheel import Entry, HierarchicalWheel
 
-__all__ = ["LoopCore", "TimerHandle", "call_at", "call_later"]
+__all__ = ["LoopCore", "TimerHandle"]
+
+CPYTHON_FALLBACK: bool
 
 class TimerHandle(Entry[Callable[..., object]]):
     _order: int
@@ -18,6 +20,9 @@ class TimerHandle(Entry[Callable[..., object]]):
 
 class LoopCore:
     loop: Any
+    arm: Callable[[float], object]
+    check_in_debug: Callable[[Callable[..., object]], object]
+    call_on_base: Callable[..., Any]
     wheel: HierarchicalWheel[Any]
     min_delay: float
     latest_deadline: float
@@ -44,34 +49,26 @@ class LoopCore:
         wheel_size: SupportsIndex,
         min_delay: float,
         far_delay: float,
+        *,
+        arm: Callable[[float], object],
+        check_in_debug: Callable[[Callable[..., object]], object],
+        call_on_base: Callable[..., Any],
     ) -> None: ...
-    def schedule(
+    def call_later(
         self,
-        now: float,
-        when: float,
-        deadline: float,
-        on_wheel: bool,
+        delay: float,
         callback: Callable[..., object],
-        args: tuple[Any, ...],
-        context: Context | None,
-    ) -> TimerHandle: ...
-    def cancel(self, handle: TimerHandle) -> None: ...
+        *args: Any,
+        context: Context | None = None,
+    ) -> Any: ...
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[..., object],
+        *args: Any,
+        context: Context | None = None,
+    ) -> Any: ...
     def next_due(self) -> float: ...
     def advance(self, now: float) -> list[TimerHandle]: ...
     def pending(self) -> int: ...
     def close(self) -> None: ...
-
-def call_later(
-    loop: Any,
-    delay: float,
-    callback: Callable[..., object],
-    *args: Any,
-    context: Context | None = None,
-) -> Any: ...
-def call_at(
-    loop: Any,
-    when: float,
-    callback: Callable[..., object],
-    *args: Any,
-    context: Context | None = None,
-) -> Any: ...

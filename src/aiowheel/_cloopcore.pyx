@@ -5,16 +5,18 @@
 Cython, over the compiled wheel (which it cimports: ``_cwheel.pxd``), so that filing, cancelling
 and advancing reach the wheel's C fields and methods directly.
 
-:mod:`aiowheel._loopcore` is the specification: same names (``LoopCore``, ``TimerHandle``,
-``call_later``, ``call_at``), API and behaviour; the loop's test suite runs on both (see
-:mod:`aiowheel._impl`). The loop publishes the handle as :class:`aiowheel.loop.LoopTimerHandle`;
+:mod:`aiowheel._loopcore` is the specification: same names (``LoopCore``, ``TimerHandle``),
+API, behaviour and contract with the loop (the pure ``LoopCore``'s docstring: what the loop
+hands its core, the core's ``call_later`` / ``call_at`` bound on the loop instance, the
+handles); the loop's test suite runs on both in one process (see :mod:`aiowheel._impl`). The loop publishes the handle as :class:`aiowheel.loop.LoopTimerHandle`;
 its ``__name__`` is ``TimerHandle`` on both twins, and its repr starts ``<TimerHandle`` as
 asyncio's does.
 
-One representation change, observable only to isinstance: the handle is a C object and is
-itself the wheel entry (its payload is the callback), so a pending timer costs one object and
-no Python frame is run to make, cancel or run it. It cannot also be an asyncio.TimerHandle
-(a Python class with its own slot layout); like uvloop's handles it has that class's API:
+One representation difference, not observable through the API: the handle is a C object and
+is itself the wheel entry (its payload is the callback), so a pending timer costs one object
+and no Python frame is run to make, cancel or run it. Like the pure one, it is not an
+asyncio.TimerHandle (a Python class with its own slot layout); like uvloop's handles it has that
+class's API:
 when(), cancel(), cancelled(), get_context(), ordering, hashing, the same repr, and the private
 fields and _run() asyncio's loop uses (_cancelled, _callback, _args, _context, _loop,
 _source_traceback, _repr, _when).
@@ -42,11 +44,12 @@ from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.list cimport PyList_GET_SIZE
 from cpython.object cimport PyObject, PyTypeObject
 from libc.stdint cimport int64_t
+from libc.math cimport INFINITY as _C_INFINITY, nextafter as _c_nextafter, round as _c_round
 
 from aiowheel._ccontext cimport _run_in
 from aiowheel._ccpython cimport (
+    AW_CPYTHON_FALLBACK,
     _context_vars_readable,
-    _find_field,
     aw_context_vars,
     aw_current_context,
     aw_drop_gc,
@@ -74,7 +77,10 @@ import sys as _sys
 
 from aiowheel._checks import check_deadline, deadline_after, not_copyable
 
-__all__ = ["LoopCore", "TimerHandle", "call_at", "call_later"]
+__all__ = ["LoopCore", "TimerHandle"]
+
+#: True if this part was built with AIOWHEEL_CPYTHON_FALLBACK=1 (see _ccpython.pxd).
+CPYTHON_FALLBACK = bool(AW_CPYTHON_FALLBACK)
 
 # The class asyncio's handles are compared with; ours compare with theirs as theirs do.
 _ASYNCIO_TIMER_HANDLE = _asyncio.TimerHandle
@@ -88,7 +94,7 @@ cdef object _callback_source(object callback, object args):
 
 
 cdef class TimerHandle(Entry):
-    """The handle of a timer on the wheel of a wheel-backed event loop.
+    """The handle of a timer of a wheel-backed event loop.
 
     It has ``asyncio.TimerHandle``'s API -- ``when()``, ``cancel()``, ``cancelled()``,
     ``get_context()``, ordering, hashing and ``repr`` -- but is not an instance of it, as
@@ -108,11 +114,6 @@ cdef class TimerHandle(Entry):
     def _callback(self, value):
         _set(self, _OFF_PAYLOAD, value)
 
-    @property
-    def _entry(self):
-        """The handle's place on the wheel (itself), None once cancelled: as the pure handle's."""
-        return None if self._cancelled else self
-
     def when(self):
         """The time the callback is scheduled for, as asked (a float, or the number given)."""
         return self._when
@@ -124,7 +125,8 @@ cdef class TimerHandle(Entry):
         return self._context
 
     def __reduce_ex__(self, protocol):
-        """Refused, as the pure handle refuses it (see aiowheel._checks.not_copyable)."""
+        """Refused, unlike asyncio's handle: a copy would share the timer's place on the wheel
+        (see aiowheel._checks.not_copyable)."""
         raise not_copyable("LoopTimerHandle")
 
     def cancel(self):
@@ -215,35 +217,76 @@ cdef inline void _release(TimerHandle handle) noexcept:
     handle._core = None
 
 
+cdef extern from *:
+    """
+    #define aw_loop_handle_offsets(h, out) ( \
+        (out)[0] = AW_FIELD_OFFSET(h, _when), \
+        (out)[1] = AW_FIELD_OFFSET(h, _args), \
+        (out)[2] = AW_FIELD_OFFSET(h, _context), \
+        (out)[3] = AW_FIELD_OFFSET(h, _loop), \
+        (out)[4] = AW_FIELD_OFFSET(h, _source_traceback), \
+        (out)[5] = AW_FIELD_OFFSET(h, _repr), \
+        (out)[6] = AW_FIELD_OFFSET(h, _core))
+    """
+    void aw_loop_handle_offsets(TimerHandle handle, Py_ssize_t *out)
+
+
 cdef int _drop_gc() except -1:
-    """Take GC support away from TimerHandle (see the module docstring), telling the
-    deallocator which fields hold references."""
+    """Take GC support away from TimerHandle (see the module docstring; a no-op in the CPython
+    fallback build), telling the deallocator which fields hold references."""
     cdef TimerHandle probe = TimerHandle.__new__(TimerHandle)
     cdef Py_ssize_t offsets[10]
-    markers = [object() for _ in range(6)] + [LoopCore.__new__(LoopCore)]
-    (probe._when, probe._args, probe._context, probe._loop, probe._source_traceback,
-     probe._repr, probe._core) = markers
     offsets[0], offsets[1], offsets[2] = _OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET
-    for i in range(7):
-        offsets[3 + i] = _find_field(probe, markers[i])
+    aw_loop_handle_offsets(probe, &offsets[3])
     del probe  # freed by Cython's deallocator while the type still has GC support
     aw_drop_gc(<PyTypeObject *>TimerHandle, offsets, 10)
     return 0
-
 
 _drop_gc()
 
 
 cdef class LoopCore:
-    """The wheel of one wheel-backed loop, its queue of imminent timers, and their
-    bookkeeping; see :class:`aiowheel._loopcore.LoopCore`, its specification."""
+    """The wheel of one wheel-backed loop, its queue of imminent timers, and their bookkeeping.
+
+    The core is made by its loop and given what it needs of it, and nothing else of the loop is
+    read (both twins, see :mod:`aiowheel._impl`):
+
+    * ``loop`` -- the event loop the handles belong to: a callback's exception goes to its
+      ``call_exception_handler``; the core reads its ``time()`` and ``get_debug()`` when made.
+    * ``arm(when)`` -- point the loop's driver at ``when`` (a float; ``inf``: disarm it). The
+      core calls it only when the time it needs the driver at changes (:attr:`driver_when`).
+    * ``check_in_debug(callback)`` -- the base loop's debug-mode checks of ``call_at``, called
+      for each timer while :attr:`debug` is true.
+    * ``call_on_base(when, delay, callback, args, context)`` -- a timer the base loop's own
+      way, for those that never fire on the wheel (further than ``far_delay``, beyond the
+      wheel's range, infinite or NaN); returns its handle.
+
+    The loop binds :meth:`call_later` and :meth:`call_at` on itself as its own, keeps
+    :attr:`debug` equal to its ``get_debug()``, calls :meth:`advance` from its driver and
+    :meth:`close` when it closes. ``tick`` and ``wheel_size`` are the wheel's; timers with a
+    delay below ``min_delay`` skip the wheel, into the near queue.
+
+    The handles, on both twins: a :class:`TimerHandle` (``aiowheel.loop.LoopTimerHandle``) has
+    ``asyncio.TimerHandle``'s API and the private fields and ``_run()`` asyncio's loops read
+    (``_when``, ``_callback``, ``_args``, ``_context``, ``_loop``, ``_cancelled``,
+    ``_source_traceback``, ``_repr``), but is not an ``asyncio.TimerHandle``, as uvloop's are
+    not. ``cancel()`` takes its timer off the wheel at once, without calling the loop. A handle
+    that ran, was cancelled or was dropped by :meth:`close` lets go of its callback, arguments
+    and context (``get_context()`` is None then), and copying or pickling one is refused. How a
+    handle holds its place on the wheel is the twin's own (the compiled handle is its wheel
+    entry; the pure one holds an :class:`~aiowheel.wheel.Entry`).
+    """
 
     # The fields, with the invariant each keeps, are declared in _cloopcore.pxd.
 
-    def __init__(self, loop, tick, wheel_size, min_delay, far_delay):
+    def __init__(self, loop, tick, wheel_size, min_delay, far_delay, *, arm, check_in_debug,
+                 call_on_base):
         now = loop.time()
         wheel = HierarchicalWheel(tick, wheel_size, start=now)
         self.loop = loop
+        self.arm = arm
+        self.check_in_debug = check_in_debug
+        self.call_on_base = call_on_base
         uses_monotonic = getattr(loop.time, "__func__", None) is _asyncio.BaseEventLoop.time
         self.clock = _time.monotonic if uses_monotonic else loop.time
         self.wheel = wheel
@@ -266,12 +309,6 @@ cdef class LoopCore:
         self.fired = 0
         self.driver_wakeups = 0
 
-    def schedule(self, double now, when, deadline, bint on_wheel, callback, tuple args,
-                 context):
-        """A timer for ``when`` (``deadline`` is the same time as a float), on the wheel if
-        ``on_wheel``, else in the near queue."""
-        return self._schedule(now, when, deadline, on_wheel, callback, args, context, 1)
-
     cdef TimerHandle _schedule(
         self, double now, object when, object deadline, bint on_wheel, object callback,
         tuple args, object context, int caller_frame,
@@ -287,7 +324,7 @@ cdef class LoopCore:
             raise RuntimeError("Event loop is closed")
         handle = TimerHandle.__new__(TimerHandle)
         if self.debug:
-            loop._check_in_debug(callback)
+            self.check_in_debug(callback)
             handle._source_traceback = _format_helpers.extract_stack(_sys._getframe(caller_frame))
         _init_entry(handle, deadline, callback)
         handle._when = when
@@ -318,12 +355,9 @@ cdef class LoopCore:
             # Only then can the driver be armed too late (see the pure twin).
             next_due = self._next_due()
             if next_due < self.driver_when:
-                loop._arm(next_due)
+                self.driver_when = next_due
+                self.arm(next_due)
         return handle
-
-    def cancel(self, handle):
-        """``handle`` was cancelled: take it off the wheel at once (unless it left the wheel)."""
-        self._forget(<TimerHandle?>handle)
 
     cdef object _current_snapshot(self):
         """A snapshot of the current context: the last one made, if the variables are the same."""
@@ -346,11 +380,22 @@ cdef class LoopCore:
             if not self.wheel._len and not self.near:
                 self._snapshot = None  # nothing pending: no context kept alive by the core
             # The last entry of its bucket: maybe the one the driver is armed for.
-            self.loop._rearm()
+            self._rearm()
+        return 0
+
+    cdef int _rearm(self) except -1:
+        """Point the driver at next_due, if it is not armed for that time already."""
+        cdef double when = self._next_due()
+        if when != self.driver_when:
+            self.driver_when = when
+            self.arm(when)
         return 0
 
     def next_due(self):
-        """When the driver must run next (inf if the core holds no timer); see the pure twin."""
+        """When the driver must run next: the near queue's earliest deadline, or the first
+        float after the start of the wheel's next bucket (a tick before it expires; every
+        deadline in it is later), whichever is earlier; inf if the core holds no timer. Drops
+        cancelled timers from the top of the queue."""
         return self._next_due()
 
     cdef double _next_due(self) except? -1.0:
@@ -361,19 +406,37 @@ cdef class LoopCore:
             self.cancelled += 1
         if near:
             when = (<tuple>near[0])[0]
+        cdef double start, tick_value
         next_deadline = self.wheel.next_deadline()
         if next_deadline is not None:
-            bucket_start = next_deadline - self.wheel.tick
-            if bucket_start < when:
-                return bucket_start
+            # Just after the start of the bucket (see the pure twin), as the pure twin computes
+            # it: in C when both are floats, the common case.
+            tick = self.wheel.tick
+            if PyFloat_CheckExact(next_deadline) and PyFloat_CheckExact(tick):
+                tick_value = PyFloat_AS_DOUBLE(tick)
+                start = (_c_round(PyFloat_AS_DOUBLE(next_deadline) / tick_value) - 1) * tick_value
+            else:
+                start = (round(next_deadline / tick) - 1) * tick
+            start = _c_nextafter(start, _C_INFINITY)
+            if start < when:
+                return start
         return when
 
     def advance(self, double now):
-        """The driver's pass: the handles due at ``now``, in (deadline, scheduling order); see
-        the pure twin."""
+        """The driver's pass (the driver has run: it is armed no more): the handles due at
+        ``now`` (``deadline <= now``), in (deadline, scheduling order); none that a later one
+        could precede is left behind. Before it returns, the driver is armed (``arm``) for
+        :meth:`next_due`, so that timers the due ones schedule can only move it earlier.
+
+        Every wheel timer that could be due within two ticks first moves to the near queue,
+        so that the bucket of a timer due at ``now`` is taken even though it expires later
+        (the wheel rounds deadlines up to its tick; two ticks, so that a float rounding of
+        ``now + tick`` cannot leave that bucket behind).
+        """
         cdef list near = self.near
         cdef list due = []
         cdef TimerHandle handle
+        self.driver_when = math.inf
         self.driver_wakeups += 1
         self._snapshot = None  # keep no context's values alive longer than a pass
         self._take_near(self.wheel.advance_entries(now + 2 * self.wheel.tick))
@@ -385,6 +448,7 @@ cdef class LoopCore:
             else:
                 due.append(handle)
         self.fired += PyList_GET_SIZE(due)
+        self._rearm()
         return due
 
     cdef int _take_near(self, list entries) except -1:
@@ -417,93 +481,80 @@ cdef class LoopCore:
         for entry in self.wheel.remove_all():
             _release(<TimerHandle>entry)
 
+    def call_later(self, delay, callback, *args, context=None):
+        """asyncio's ``call_later``: on the wheel if ``delay >= min_delay``, in the near queue if
+        shorter, on the base loop if further than ``far_delay``, infinite or NaN.
 
-# The loop's call_later and call_at: functions the loop class takes as its methods (binding
-# makes them bind to the loop, as a Python function would), so no Python frame runs for a timer.
-
-
-@cython.binding(True)
-def call_later(loop, delay, callback, *args, context=None):
-    """asyncio's ``call_later``: on the wheel if ``delay >= min_delay``, in the near queue if
-    shorter, on the base loop if further than ``far_delay``, infinite or NaN.
-
-    A bool is taken as the int it is (1 or 0), as asyncio and uvloop take it. A delay that is
-    not an int or a float (a Fraction, a numpy scalar) is added to the clock exactly, and the
-    sum rounded up: the callback never runs before ``loop.time() + delay``.
-    """
-    cdef LoopCore core
-    if delay is None:
-        raise TypeError("delay must not be None")
-    if type(delay) is bool:
-        delay = int(delay)
-    cdef double now_value, delay_value, when_value
-    core = <LoopCore?>loop._core
-    now = core.clock()
-    if PyFloat_CheckExact(delay) and PyFloat_CheckExact(now):
-        # The common case, in C: the same sums and tests as below, without a boxed number.
-        now_value = PyFloat_AS_DOUBLE(now)
-        delay_value = PyFloat_AS_DOUBLE(delay)
-        when_value = now_value + delay_value
-        if (
-            -core._far_delay <= delay_value <= core._far_delay
-            and when_value < core._latest_deadline
-        ):
-            when = when_value
-            return core._schedule(
-                now_value, when, when, delay_value >= core._min_delay, callback, args, context, 0
+        A bool is taken as the int it is (1 or 0), as asyncio and uvloop take it. A delay that is
+        not an int or a float (a Fraction, a numpy scalar) is added to the clock exactly, and the
+        sum rounded up: the callback never runs before ``loop.time() + delay``.
+        """
+        if delay is None:
+            raise TypeError("delay must not be None")
+        if type(delay) is bool:
+            delay = int(delay)
+        cdef double now_value, delay_value, when_value
+        now = self.clock()
+        if PyFloat_CheckExact(delay) and PyFloat_CheckExact(now):
+            # The common case, in C: the same sums and tests as below, without a boxed number.
+            now_value = PyFloat_AS_DOUBLE(now)
+            delay_value = PyFloat_AS_DOUBLE(delay)
+            when_value = now_value + delay_value
+            if (
+                -self._far_delay <= delay_value <= self._far_delay
+                and when_value < self._latest_deadline
+            ):
+                when = when_value
+                return self._schedule(
+                    now_value, when, when, delay_value >= self._min_delay, callback, args, context, 0
+                )
+        when = now + delay
+        # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
+        if -self.far_delay <= delay <= self.far_delay and when < self.latest_deadline:
+            deadline = when if type(delay) is float else deadline_after(now, delay)
+            return self._schedule(
+                now, when, deadline, delay >= self.min_delay, callback, args, context, 0
             )
-    when = now + delay
-    # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
-    if -core.far_delay <= delay <= core.far_delay and when < core.latest_deadline:
-        deadline = when if type(delay) is float else deadline_after(now, delay)
-        return core._schedule(
-            now, when, deadline, delay >= core.min_delay, callback, args, context, 0
-        )
-    return _on_base(loop, when, delay, callback, args, context)
+        return self._on_base(when, delay, callback, args, context)
 
+    def call_at(self, when, callback, *args, context=None):
+        """asyncio's ``call_at``, routed as :meth:`call_later` routes ``when - time()``.
 
-@cython.binding(True)
-def call_at(loop, when, callback, *args, context=None):
-    """asyncio's ``call_at``, routed as ``call_later`` routes ``when - time()``.
-
-    A bool is taken as the int it is. A ``when`` that is not an int or a float (a Fraction, a
-    numpy scalar) is rounded up to a float: the callback never runs before ``when``.
-    """
-    cdef LoopCore core
-    if when is None:
-        raise TypeError("when cannot be None")
-    if type(when) is bool:
-        when = int(when)
-    cdef double now_value, delay_value, when_value
-    core = <LoopCore?>loop._core
-    now = core.clock()
-    if PyFloat_CheckExact(when) and PyFloat_CheckExact(now):
-        # The common case, in C (see call_later).
-        now_value = PyFloat_AS_DOUBLE(now)
-        when_value = PyFloat_AS_DOUBLE(when)
-        delay_value = when_value - now_value
-        if (
-            -core._far_delay <= delay_value <= core._far_delay
-            and when_value < core._latest_deadline
-        ):
-            return core._schedule(
-                now_value, when, when, delay_value >= core._min_delay, callback, args, context, 0
+        A bool is taken as the int it is. A ``when`` that is not an int or a float (a Fraction, a
+        numpy scalar) is rounded up to a float: the callback never runs before ``when``.
+        """
+        if when is None:
+            raise TypeError("when cannot be None")
+        if type(when) is bool:
+            when = int(when)
+        cdef double now_value, delay_value, when_value
+        now = self.clock()
+        if PyFloat_CheckExact(when) and PyFloat_CheckExact(now):
+            # The common case, in C (see call_later).
+            now_value = PyFloat_AS_DOUBLE(now)
+            when_value = PyFloat_AS_DOUBLE(when)
+            delay_value = when_value - now_value
+            if (
+                -self._far_delay <= delay_value <= self._far_delay
+                and when_value < self._latest_deadline
+            ):
+                return self._schedule(
+                    now_value, when, when, delay_value >= self._min_delay, callback, args, context, 0
+                )
+        delay = when - now
+        if -self.far_delay <= delay <= self.far_delay and when < self.latest_deadline:
+            deadline = when if type(when) is float else check_deadline(when, "when")
+            return self._schedule(
+                now, when, deadline, delay >= self.min_delay, callback, args, context, 0
             )
-    delay = when - now
-    if -core.far_delay <= delay <= core.far_delay and when < core.latest_deadline:
-        deadline = when if type(when) is float else check_deadline(when, "when")
-        return core._schedule(
-            now, when, deadline, delay >= core.min_delay, callback, args, context, 0
-        )
-    return _on_base(loop, when, delay, callback, args, context)
+        return self._on_base(when, delay, callback, args, context)
 
-
-cdef object _on_base(object loop, object when, object delay, object callback, tuple args,
-                     object context):
-    """A timer the base loop's own way, through the loop's ``_call_on_base`` hook."""
-    timer = loop._call_on_base(when, delay, callback, args, context)
-    # Drop the hook's frame (none of ours has one): the traceback ends at the caller.
-    traceback = timer._source_traceback
-    if traceback:
-        del traceback[-1:]
-    return timer
+    cdef object _on_base(self, object when, object delay, object callback, tuple args,
+                         object context):
+        """A timer the base loop's own way, through the loop's ``call_on_base``."""
+        timer = self.call_on_base(when, delay, callback, args, context)
+        # Drop the hook's frame (none of ours has one): the traceback ends at the caller.
+        traceback = timer._source_traceback
+        if traceback:
+            del traceback[-1:]
+        return timer

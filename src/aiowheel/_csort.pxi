@@ -75,8 +75,11 @@ cdef int _release_and_sort(list batch) except -1:
             batch.sort(key=_order_key)
         elif not ordered:
             qsort(keys, n, sizeof(_SortKey), _compare_keys)
-            for i in range(n):
-                aw_list_put(batch, i, keys[i].entry)
+            if AW_CPYTHON_FALLBACK:  # trick 2 of _ccpython.pxd: a new list, stored by slice
+                batch[:] = [<object>keys[i].entry for i in range(n)]
+            else:
+                for i in range(n):
+                    aw_list_put(batch, i, keys[i].entry)
     finally:
         free(keys)
     return 0

@@ -9,6 +9,8 @@ from aiowheel._cwheel import Entry
 
 __all__ = ["TimerCore", "TimerHandle"]
 
+CPYTHON_FALLBACK: bool
+
 class TimerHandle(Entry[Callable[..., object]]):
     _context: Context | None
     _timer: TimerCore | None

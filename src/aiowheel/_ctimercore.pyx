@@ -47,10 +47,10 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from aiowheel._ccontext cimport _run_in
 from aiowheel._ccpython cimport (
+    AW_CPYTHON_FALLBACK,
     CO_COROUTINE,
     CO_ITERABLE_COROUTINE,
     _context_vars_readable,
-    _find_field,
     aw_context_vars,
     aw_drop_gc,
     aw_function_flags,
@@ -86,6 +86,9 @@ from aiowheel._checks import (
 from aiowheel._lateness import CLOCK_STRIDE, LATENESS_BOUNDS, LATENESS_BUCKETS
 
 __all__ = ["TimerCore", "TimerHandle"]
+
+#: True if this part was built with AIOWHEEL_CPYTHON_FALLBACK=1 (see _ccpython.pxd).
+CPYTHON_FALLBACK = bool(AW_CPYTHON_FALLBACK)
 
 # The lateness histogram's bounds, padded with infinities (the sizes: _ctimercore.pxd).
 cdef double _LATENESS_BOUNDS[_PADDED]
@@ -132,7 +135,7 @@ cdef inline double _deadline_seconds(Entry entry) except? -1.0:
     return _get(entry, _OFF_DEADLINE, "deadline")
 
 
-# Whether handles share context snapshots (see the module docstring).
+# Whether handles share context snapshots (see the module docstring; trick 3 of _ccpython.pxd).
 cdef bint _SHARE_SNAPSHOTS = _context_vars_readable()
 
 
@@ -212,21 +215,26 @@ cdef class TimerHandle(Entry):
         )
 
 
+cdef extern from *:
+    """
+    #define aw_timer_handle_offsets(h, out) ( \
+        (out)[0] = AW_FIELD_OFFSET(h, _arguments), \
+        (out)[1] = AW_FIELD_OFFSET(h, _context), \
+        (out)[2] = AW_FIELD_OFFSET(h, _timer))
+    """
+    void aw_timer_handle_offsets(TimerHandle handle, Py_ssize_t *out)
+
+
 cdef int _drop_gc() except -1:
-    """Take GC support away from TimerHandle (see the module docstring), telling the
-    deallocator which fields hold references; found as _init_members finds Entry's."""
+    """Take GC support away from TimerHandle (see the module docstring; a no-op in the CPython
+    fallback build), telling the deallocator which fields hold references."""
     cdef TimerHandle probe = TimerHandle.__new__(TimerHandle)
     cdef Py_ssize_t offsets[6]
-    markers = (object(), object(), TimerCore.__new__(TimerCore))
-    probe._arguments, probe._context, probe._timer = markers
     offsets[0], offsets[1], offsets[2] = _OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET
-    offsets[3] = _find_field(probe, markers[0])
-    offsets[4] = _find_field(probe, markers[1])
-    offsets[5] = _find_field(probe, markers[2])
+    aw_timer_handle_offsets(probe, &offsets[3])
     del probe  # freed by Cython's deallocator while the type still has GC support
     aw_drop_gc(<PyTypeObject *>TimerHandle, offsets, 6)
     return 0
-
 
 _drop_gc()
 

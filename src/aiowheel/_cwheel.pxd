@@ -52,12 +52,14 @@ cdef enum:
 
 
 cdef class Entry:
-    # Exposed as member descriptors (see _init_members); accessed only through _get and _set.
-    cdef object deadline
-    cdef object payload
+    # deadline, payload and _bucket: exposed to Python under those names (see "an entry's
+    # fields" below), read and written in C only through _get and _set, at _OFF_DEADLINE,
+    # _OFF_PAYLOAD and _OFF_BUCKET.
+    cdef object c_deadline
+    cdef object c_payload
     # The bucket (a list) this entry sits in, or None before filing and after it fired or was
     # removed. Pending iff _bucket[_index] is this entry.
-    cdef object _bucket
+    cdef object c_bucket
     # The entry's position in _bucket while pending; meaningless otherwise.
     cdef Py_ssize_t _index
     # The deadline rounded up to whole ticks, ceil_ticks(deadline, tick): the smallest q with
@@ -167,10 +169,11 @@ cdef class HierarchicalWheel:
 #
 # Entry's deadline, payload and _bucket are exposed as member descriptors, as the slots of the
 # pure Entry are, not as Cython properties: CPython specialises attribute access on them, so a
-# Python subclass (the Timer's handles) builds and reads them at slot speed. A member can be
-# deleted (``del entry.payload``), leaving NULL in the field, so every compiled part reads and
-# writes those fields only through _get and _set, at these byte offsets (found when the wheel is
-# imported, see _init_members).
+# Python subclass (the Timer's handles) builds and reads them at slot speed (a trick, see
+# aw_add_member in _ccpython.pxd; the fallback build keeps Entry's properties, which behave the
+# same). Either way a field can be deleted (``del entry.payload``), leaving NULL in it, so every
+# compiled part reads and writes those fields only through _get and _set, at these byte offsets
+# (set when the wheel is imported, from the C layout: see _init_members).
 
 cdef Py_ssize_t _OFF_DEADLINE
 cdef Py_ssize_t _OFF_PAYLOAD
@@ -181,11 +184,15 @@ cdef inline PyObject **_field(object entry, Py_ssize_t offset) noexcept:
     return <PyObject **>((<char *><PyObject *>entry) + offset)
 
 
+# The AttributeError of reading a deleted field (out of line: the cold path of _get).
+cdef int _raise_unset(object entry, str name) except -1
+
+
 cdef inline object _get(object entry, Py_ssize_t offset, str name):
     """The field's value; a deleted one raises AttributeError, as reading a slot does."""
     cdef PyObject *value = _field(entry, offset)[0]
     if value is NULL:
-        return getattr(entry, name)
+        _raise_unset(entry, name)
     return <object>value
 
 
@@ -210,7 +217,7 @@ cdef inline bint _pending(Entry entry) except -1:
     """True iff ``entry`` sits in its bucket: ``entry._bucket[entry._index] is entry``."""
     cdef PyObject *bucket = _field(entry, _OFF_BUCKET)[0]
     if bucket is NULL:
-        getattr(entry, "_bucket")  # raises AttributeError, as the pure wheel does
+        _raise_unset(entry, "_bucket")  # as the pure wheel does
         return False
     if not PyList_CheckExact(<object>bucket):
         return False

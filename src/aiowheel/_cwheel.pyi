@@ -5,6 +5,8 @@ from typing import Any, Generic, SupportsFloat, SupportsIndex, TypeVar
 
 __all__ = ["Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"]
 
+CPYTHON_FALLBACK: bool
+
 P = TypeVar("P")
 E = TypeVar("E", bound=Entry[Any])
 

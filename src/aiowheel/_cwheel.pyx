@@ -84,7 +84,13 @@ from libc.math cimport ceil, fabs, floor, isfinite
 from libc.stdint cimport INT64_MIN, int64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 
-from aiowheel._ccpython cimport PyMemberDef, T_OBJECT_EX, _find_field, aw_add_member, aw_list_put
+from aiowheel._ccpython cimport (
+    AW_CPYTHON_FALLBACK,
+    PyMemberDef,
+    T_OBJECT_EX,
+    aw_add_member,
+    aw_list_put,
+)
 from aiowheel._cint64 cimport _EXACT, _floordiv, _floormod, _gt, _lt
 
 import copyreg
@@ -103,6 +109,9 @@ from aiowheel._checks import (
 )
 
 __all__ = ["Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"]
+
+#: True if this part was built with AIOWHEEL_CPYTHON_FALLBACK=1 (see _ccpython.pxd).
+CPYTHON_FALLBACK = bool(AW_CPYTHON_FALLBACK)
 
 include "_cchecks.pxi"
 include "_cticks.pxi"

@@ -8,8 +8,8 @@ implements the same names with the same behaviour, errors and tests.
   (pure: :mod:`aiowheel.wheel`);
 * ``timer`` -- the Timer's scheduling and dispatch, ``TimerCore`` and ``TimerHandle``
   (pure: :mod:`aiowheel._timercore`);
-* ``loop`` -- the wheel-backed event loop's timers, ``LoopCore``, the loop's ``TimerHandle`` and
-  its ``call_later`` / ``call_at`` (pure: :mod:`aiowheel._loopcore`);
+* ``loop`` -- the wheel-backed event loop's timers, ``LoopCore`` and the loop's ``TimerHandle``
+  (pure: :mod:`aiowheel._loopcore`);
 * ``idle`` -- idle expiry's touch and filing, ``IdleCore`` (pure: :mod:`aiowheel._idlecore`).
 
 :data:`TWINS` is the one list of them: the test fixtures, the parity tests and ``setup.py`` (the
@@ -20,7 +20,8 @@ An :class:`Impl` is one side, every core of it: ``impl.timer.TimerCore`` and so 
 are never mixed (the compiled Timer core files its handles in the compiled wheel).
 :data:`SELECTED` is the side this process runs: the compiled one if it was built, else the pure
 one; set ``AIOWHEEL_NO_EXTENSIONS`` to a non-empty value before the first ``import aiowheel`` to
-force pure Python. :data:`CORE` is its name, published as :data:`aiowheel.CORE`.
+force pure Python. :data:`CORE` is its name, published as :data:`aiowheel.CORE`. A layer that
+holds a core is made from :data:`SELECTED` by default, or from the side :func:`impl_named` names.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 __all__ = [
     "COMPILED",
     "CORE",
+    "CPYTHON_FALLBACK",
     "PURE",
     "SELECTED",
     "TWINS",
@@ -49,8 +51,6 @@ __all__ = [
     "compiled_impl",
     "floor_ticks",
     "impl_named",
-    "loop_call_at",
-    "loop_call_later",
 ]
 
 #: Every twin: (its name, its pure module, its compiled module, the names both export).
@@ -66,7 +66,7 @@ TWINS: Final = (
         "loop",
         "aiowheel._loopcore",
         "aiowheel._cloopcore",
-        ("LoopCore", "TimerHandle", "call_at", "call_later"),
+        ("LoopCore", "TimerHandle"),
     ),
     ("idle", "aiowheel._idlecore", "aiowheel._cidlecore", ("IdleCore",)),
 )
@@ -143,14 +143,19 @@ def impl_named(name: str | None) -> Impl:
 CORE: Literal["compiled", "pure"] = SELECTED.name
 """Which core runs, by name: ``"compiled"`` or ``"pure"`` (published as :data:`aiowheel.CORE`)."""
 
+CPYTHON_FALLBACK: Final = COMPILED and any(
+    getattr(SELECTED, twin).CPYTHON_FALLBACK for twin, _, _, _ in TWINS
+)
+"""True if the compiled core runs and was built with ``AIOWHEEL_CPYTHON_FALLBACK=1``: every use
+of CPython's internals (``src/aiowheel/_ccpython.pxd``) replaced by a plain fallback on the
+public C API. :data:`CORE` is ``"compiled"`` either way."""
+
 # The selected side's names, for the layers above (type checkers see the pure classes; the
 # compiled parts' stubs, aiowheel/_cwheel.pyi and the others, declare the same API).
 if TYPE_CHECKING:
     from aiowheel._idlecore import IdleCore
     from aiowheel._loopcore import LoopCore
     from aiowheel._loopcore import TimerHandle as LoopTimerHandle
-    from aiowheel._loopcore import call_at as loop_call_at
-    from aiowheel._loopcore import call_later as loop_call_later
     from aiowheel._timercore import TimerCore, TimerHandle
     from aiowheel.wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
 else:
@@ -162,6 +167,4 @@ else:
     TimerHandle = SELECTED.timer.TimerHandle
     LoopCore = SELECTED.loop.LoopCore
     LoopTimerHandle = SELECTED.loop.TimerHandle
-    loop_call_at = SELECTED.loop.call_at
-    loop_call_later = SELECTED.loop.call_later
     IdleCore = SELECTED.idle.IdleCore

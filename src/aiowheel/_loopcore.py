@@ -1,13 +1,13 @@
-"""The wheel-backed event loop's timers: handle, filing, cancelling, advancing; pure Python.
+"""The wheel-backed event loop's timers: handle, routing, filing, cancelling, advancing (pure).
 
-:class:`LoopCore` is what an :class:`aiowheel.loop.WheelLoop` delegates its wheel timers to: it
-owns the wheel, makes the handles (:class:`TimerHandle`, an ``asyncio.TimerHandle``), files them,
-takes them off the wheel when they are cancelled and hands the due ones to the loop's driver.
-It also provides the loop's ``call_later`` and ``call_at`` (:func:`call_later`,
-:func:`call_at`: functions the loop class takes as its methods, so that the compiled twin runs
-them without a Python frame), which route a timer to the wheel, to the core's queue of imminent
-timers, or to the base loop. The loop keeps the driver itself and the base-loop specific parts,
-and documents the guarantees.
+:class:`LoopCore` is what an :class:`aiowheel.loop.WheelLoop` holds for its wheel timers: it owns
+the wheel, makes the handles (:class:`TimerHandle`), files them, takes them off the wheel when
+they are cancelled and hands the due ones to the loop's driver. Its :meth:`LoopCore.call_later`
+and :meth:`LoopCore.call_at` *are* the loop's (the loop binds them on itself, so that the
+compiled twin runs them without a Python frame): they route a timer to the wheel, to the core's
+queue of imminent timers, or back to the base loop. The loop keeps the driver itself and the
+base-loop specific parts, hands them to the core when it makes it (see :class:`LoopCore`), and
+documents the guarantees.
 
 One deadline order for every timer the core holds. The wheel only stores timers; it never
 decides when one runs. Timers shorter than ``min_delay`` go straight into ``near``, a binary
@@ -16,12 +16,13 @@ whose bucket could hold a deadline up to two ticks ahead (so the wheel's tick ne
 timer), then takes out exactly those whose deadline the clock has reached. A timer therefore
 runs in the pass in which ``loop.time()`` reaches its ``when()``, never before, and due timers
 run in (deadline, scheduling order) whichever structure held them. :meth:`LoopCore.next_due`
-tells the loop when to arm its driver: the heap's earliest deadline, or a tick before the
-wheel's next bucket expires (no deadline in that bucket is earlier).
+is when the driver must run: the heap's earliest deadline, or just after the start of the
+wheel's next bucket, a tick before it expires (every deadline in that bucket is later).
 
-This module is the specification of that hot path; ``aiowheel/_cloop.pxi`` is its compiled twin
-(built into ``aiowheel._cwheel``), and :mod:`aiowheel._impl` chooses between the two along with
-the wheel. The loop's whole test suite runs on both.
+This module is the specification of that hot path; ``aiowheel/_cloopcore.pyx`` is its compiled
+twin (the extension ``aiowheel._cloopcore``), and :mod:`aiowheel._impl` declares the two. A loop
+is made with either (``core=`` of the loop classes), and the loop's tests run on both in one
+process.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
+import sys
 import time
+from asyncio import format_helpers
 from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVarTuple, Unpack
@@ -40,7 +43,7 @@ from aiowheel.wheel import Entry, HierarchicalWheel
 if TYPE_CHECKING:
     from typing import SupportsFloat, SupportsIndex
 
-__all__ = ["LoopCore", "TimerHandle", "call_at", "call_later"]
+__all__ = ["LoopCore", "TimerHandle"]
 
 _Ts = TypeVarTuple("_Ts")
 
@@ -48,57 +51,229 @@ _Ts = TypeVarTuple("_Ts")
 WHEEL_TICKS = 2**50
 
 
-class TimerHandle(asyncio.TimerHandle):
-    """The handle of a loop timer: an ``asyncio.TimerHandle``, with two differences.
+class TimerHandle:
+    """The handle of a timer of a wheel-backed event loop.
 
-    ``when()``, ``cancel()``, ``cancelled()``, ordering, hashing and ``repr`` are asyncio's own.
-    ``cancel()`` reaches the loop through ``loop._timer_handle_cancelled``, as asyncio's does,
-    and the loop takes the timer off the wheel there (``LoopCore.cancel``). Unlike asyncio's, a
-    spent handle lets go of its callback, arguments and context (``get_context()`` is None then),
-    and copying or pickling it is refused (``__reduce_ex__``).
+    It has ``asyncio.TimerHandle``'s API -- ``when()``, ``cancel()``, ``cancelled()``,
+    ``get_context()``, ordering, hashing and ``repr`` -- but is not an instance of it, as
+    uvloop's handles are not. ``cancel()`` takes the timer off the wheel at once.
     """
 
-    __slots__ = ("_entry", "_order")
+    __slots__ = (
+        "__weakref__",
+        "_args",
+        "_callback",
+        "_cancelled",
+        "_context",
+        "_core",
+        "_entry",
+        "_loop",
+        "_order",
+        "_repr",
+        "_source_traceback",
+        "_when",
+    )
 
-    # The timer's place on the wheel; None once cancelled, once taken off the wheel into the
-    # core's near queue, or for a timer that never went on the wheel.
+    # The time asked for (handle.when()); the entry's deadline is the same time as a float.
+    _when: float
+    _callback: Callable[..., object] | None
+    _args: tuple[Any, ...] | None
+    _context: contextvars.Context | None
+    # The loop the timer belongs to: its exception handler gets the callback's errors.
+    _loop: Any
+    _cancelled: bool
+    _source_traceback: Any
+    _repr: str | None
+    # The loop's core while the timer is pending; None once it ran or was cancelled.
+    _core: LoopCore | None
+    # The timer's place on the wheel (the pure wheel keys its buckets by entry, and a handle's
+    # equality is asyncio's, not identity: the handle cannot be its own entry, as the compiled
+    # one is). None once cancelled, once taken off the wheel into the core's near queue, or for
+    # a timer that never went on the wheel.
     _entry: Entry[TimerHandle] | None
     # Scheduling order among all the core's timers: ties between equal deadlines by it.
     _order: int
 
-    def _run(self) -> None:
-        """asyncio's ``Handle._run``; then the handle lets go of its callback, its arguments and
-        its context, as the compiled handle does (which the cyclic collector does not track, so
-        it must hold nothing once spent): ``get_context()`` is None from then on."""
-        fields: Any = self  # asyncio's private fields, not all in typeshed
-        if fields._source_traceback and fields._repr is None:
-            fields._repr = repr(self)  # debug mode: the repr it had, as cancel() keeps it
-        try:
-            super()._run()
-        finally:
-            _release(self)
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("LoopTimerHandle is made by the loop's call_later / call_at")
+
+    def when(self) -> float:
+        """The time the callback is scheduled for, as asked (a float, or the number given)."""
+        return self._when
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def get_context(self) -> contextvars.Context | None:
+        return self._context
 
     def __reduce_ex__(self, protocol: SupportsIndex, /) -> NoReturn:
-        """Refused, unlike asyncio's handle: a copy would share ``_entry`` and could take the
-        timer off the wheel (see :func:`aiowheel._checks.not_copyable`)."""
+        """Refused, unlike asyncio's handle: a copy would share the timer's place on the wheel
+        (see aiowheel._checks.not_copyable)."""
         raise not_copyable("LoopTimerHandle")
+
+    def cancel(self) -> None:
+        """Cancel the callback: at once the timer leaves the wheel and the callback and its
+        arguments are released. Cancelling twice, or after it ran, does nothing more."""
+        if self._cancelled:
+            return
+        self._cancelled = True
+        core = self._core
+        if core is not None:
+            if core.debug:
+                self._repr = repr(self)  # as asyncio: the repr it had, now that the callback goes
+            core._forget(self)
+        _release(self)
+
+    def _run(self) -> None:
+        """Run the callback in its context, as ``asyncio.Handle._run``: an exception goes to the
+        loop's exception handler. The handle releases its callback, arguments and context first
+        (see :class:`LoopCore`)."""
+        callback, args, context = self._callback, self._args, self._context
+        assert callback is not None and args is not None and context is not None  # pending
+        if self._repr is None and self._source_traceback is not None:
+            self._repr = repr(self)  # debug mode: the repr it had, now that the callback goes
+        _release(self)
+        try:
+            context.run(callback, *args)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            report = {
+                "message": f"Exception in callback {_callback_source(callback, args)}",
+                "exception": exc,
+                "handle": self,
+            }
+            if self._source_traceback:
+                report["source_traceback"] = self._source_traceback
+            self._loop.call_exception_handler(report)
+
+    def _repr_info(self) -> list[str]:
+        name = "TimerHandle" if type(self) is TimerHandle else type(self).__name__
+        info = [name]
+        if self._cancelled:
+            info.append("cancelled")
+        if self._callback is not None:
+            info.append(_callback_source(self._callback, self._args))
+        if self._source_traceback:
+            frame = self._source_traceback[-1]
+            info.append(f"created at {frame[0]}:{frame[1]}")
+        info.insert(2 if self._cancelled else 1, f"when={self._when}")
+        return info
+
+    def __repr__(self) -> str:
+        if self._repr is not None:
+            return self._repr
+        return "<{}>".format(" ".join(self._repr_info()))
+
+    def __hash__(self) -> int:
+        return hash(self._when)
+
+    # Ordered and compared as asyncio's handles are, with theirs too.
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, _HANDLES):
+            return NotImplemented
+        return bool(self._when < other._when)  # type: ignore[union-attr]
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, _HANDLES):
+            return NotImplemented
+        return bool(self._when <= other._when)  # type: ignore[union-attr]
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, _HANDLES):
+            return NotImplemented
+        return bool(self._when > other._when)  # type: ignore[union-attr]
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, _HANDLES):
+            return NotImplemented
+        return bool(self._when >= other._when)  # type: ignore[union-attr]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _HANDLES):
+            return NotImplemented
+        fields: Any = other
+        return bool(
+            self._when == fields._when
+            and self._callback == fields._callback
+            and self._args == fields._args
+            and self._cancelled == fields._cancelled
+        )
+
+
+# The handles ours compare with: ours and asyncio's, as asyncio's compare with each other.
+_HANDLES = (TimerHandle, asyncio.TimerHandle)
+
+
+def _callback_source(callback: Callable[..., object], args: Any) -> str:
+    """The callback and its arguments as asyncio's handles show them."""
+    return format_helpers._format_callback_source(callback, args)
 
 
 def _release(timer: TimerHandle) -> None:
     """Let go of what a pending timer holds: it ran, was cancelled or its loop closed."""
-    fields: Any = timer
-    fields._callback = fields._args = fields._context = None
+    timer._callback = timer._args = timer._context = None
+    timer._core = None
 
 
 class LoopCore:
     """The wheel of one wheel-backed loop, its queue of imminent timers, and their bookkeeping.
 
-    ``loop`` is the :class:`aiowheel.loop.WheelLoop`; the core calls its ``_arm(deadline)``
-    when a new timer needs the driver earlier, its ``_rearm()`` when a cancellation emptied a
-    bucket, and its ``_check_in_debug`` in debug mode, as asyncio's ``call_at`` would. The loop
-    keeps ``debug`` equal to its ``get_debug()``, arms its driver for :meth:`next_due` and calls
-    :meth:`close` when it closes.
+    The core is made by its loop and given what it needs of it, and nothing else of the loop is
+    read (both twins, see :mod:`aiowheel._impl`):
+
+    * ``loop`` -- the event loop the handles belong to: a callback's exception goes to its
+      ``call_exception_handler``; the core reads its ``time()`` and ``get_debug()`` when made.
+    * ``arm(when)`` -- point the loop's driver at ``when`` (a float; ``inf``: disarm it). The
+      core calls it only when the time it needs the driver at changes (:attr:`driver_when`).
+    * ``check_in_debug(callback)`` -- the base loop's debug-mode checks of ``call_at``, called
+      for each timer while :attr:`debug` is true.
+    * ``call_on_base(when, delay, callback, args, context)`` -- a timer the base loop's own
+      way, for those that never fire on the wheel (further than ``far_delay``, beyond the
+      wheel's range, infinite or NaN); returns its handle.
+
+    The loop binds :meth:`call_later` and :meth:`call_at` on itself as its own, keeps
+    :attr:`debug` equal to its ``get_debug()``, calls :meth:`advance` from its driver and
+    :meth:`close` when it closes. ``tick`` and ``wheel_size`` are the wheel's; timers with a
+    delay below ``min_delay`` skip the wheel, into the near queue.
+
+    The handles, on both twins: a :class:`TimerHandle` (``aiowheel.loop.LoopTimerHandle``) has
+    ``asyncio.TimerHandle``'s API and the private fields and ``_run()`` asyncio's loops read
+    (``_when``, ``_callback``, ``_args``, ``_context``, ``_loop``, ``_cancelled``,
+    ``_source_traceback``, ``_repr``), but is not an ``asyncio.TimerHandle``, as uvloop's are
+    not. ``cancel()`` takes its timer off the wheel at once, without calling the loop. A handle
+    that ran, was cancelled or was dropped by :meth:`close` lets go of its callback, arguments
+    and context (``get_context()`` is None then), and copying or pickling one is refused. How a
+    handle holds its place on the wheel is the twin's own (the compiled handle is its wheel
+    entry; the pure one holds an :class:`~aiowheel.wheel.Entry`).
     """
+
+    # Slots, as the compiled twin's fields (declared in _cloopcore.pxd): the same names on the
+    # class, and no instance dict.
+    __slots__ = (
+        "advanced_to",
+        "arm",
+        "call_on_base",
+        "cancelled",
+        "catch_up_after",
+        "check_in_debug",
+        "clock",
+        "closed",
+        "debug",
+        "driver_wakeups",
+        "driver_when",
+        "far_delay",
+        "fired",
+        "latest_deadline",
+        "loop",
+        "min_delay",
+        "near",
+        "near_timers",
+        "order",
+        "wheel",
+        "wheel_timers",
+    )
 
     def __init__(
         self,
@@ -107,10 +282,17 @@ class LoopCore:
         wheel_size: SupportsIndex,
         min_delay: float,
         far_delay: float,
+        *,
+        arm: Callable[[float], object],
+        check_in_debug: Callable[[Callable[..., object]], object],
+        call_on_base: Callable[..., asyncio.TimerHandle],
     ) -> None:
         now = loop.time()
         wheel: HierarchicalWheel[TimerHandle] = HierarchicalWheel(tick, wheel_size, start=now)
         self.loop = loop
+        self.arm = arm
+        self.check_in_debug = check_in_debug
+        self.call_on_base = call_on_base
         # loop.time, or the function it calls: asyncio's own loops read time.monotonic()
         # through a Python method, and calling it directly spares a frame per timer.
         uses_monotonic = getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time
@@ -133,8 +315,8 @@ class LoopCore:
         # Deadlines from here on are beyond what the wheel takes (with a tiny tick, the loop's
         # clock plus FAR_DELAY can be); the loop sends them to the base loop like far timers.
         self.latest_deadline = WHEEL_TICKS * wheel.tick
-        # The time the driver is armed for, inf when it is not; the loop sets it. No timer the
-        # core holds can be due before it.
+        # The time the driver is armed for (the last `arm` was given), inf when it is not. No
+        # timer the core holds can be due before it.
         self.driver_when = math.inf
         # loop.time() of the last advance; the wheel's clock is at most two ticks ahead of it.
         self.advanced_to = now
@@ -146,7 +328,60 @@ class LoopCore:
         self.fired = 0
         self.driver_wakeups = 0
 
-    def schedule(  # noqa: PLR0917  # the loop's hot path: no keyword arguments
+    def call_later(
+        self,
+        delay: float,
+        callback: Callable[[Unpack[_Ts]], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        """asyncio's ``call_later``: on the wheel if ``delay >= min_delay``, in the near queue if
+        shorter, on the base loop if further than ``far_delay``, infinite or NaN.
+
+        A bool is taken as the int it is (1 or 0), as asyncio and uvloop take it. A delay that is
+        not an int or a float (a Fraction, a numpy scalar) is added to the clock exactly, and the
+        sum rounded up: the callback never runs before ``loop.time() + delay``.
+        """
+        if delay is None:
+            raise TypeError("delay must not be None")
+        if type(delay) is bool:
+            delay = int(delay)
+        now = self.clock()
+        when = now + delay
+        # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
+        if -self.far_delay <= delay <= self.far_delay and when < self.latest_deadline:
+            deadline = when if type(delay) is float else deadline_after(now, delay)
+            on_wheel = delay >= self.min_delay
+            handle = self._schedule(now, when, deadline, on_wheel, callback, args, context)
+            return handle  # type: ignore[return-value]  # asyncio's API, not its class
+        return self._on_base(when, delay, callback, args, context)
+
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[[Unpack[_Ts]], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        """asyncio's ``call_at``, routed as :meth:`call_later` routes ``when - time()``.
+
+        A bool is taken as the int it is. A ``when`` that is not an int or a float (a Fraction, a
+        numpy scalar) is rounded up to a float: the callback never runs before ``when``.
+        """
+        if when is None:
+            raise TypeError("when cannot be None")
+        if type(when) is bool:
+            when = int(when)
+        now = self.clock()
+        delay = when - now
+        if -self.far_delay <= delay <= self.far_delay and when < self.latest_deadline:
+            deadline = when if type(when) is float else check_deadline(when, "when")
+            on_wheel = delay >= self.min_delay
+            handle = self._schedule(now, when, deadline, on_wheel, callback, args, context)
+            return handle  # type: ignore[return-value]  # asyncio's API, not its class
+        return self._on_base(when, delay, callback, args, context)
+
+    def _schedule(  # noqa: PLR0917  # the loop's hot path: no keyword arguments
         self,
         now: float,
         when: float,
@@ -157,21 +392,25 @@ class LoopCore:
         context: contextvars.Context | None,
     ) -> TimerHandle:
         """A timer for ``when`` (``deadline`` is the same time as a float): on the wheel if
-        ``on_wheel``, else straight into the near queue.
-
-        Called by the loop's ``call_later`` / ``call_at``, whose frames end the handle's source
-        traceback in debug mode: it ends at their caller.
-        """
-        loop = self.loop
+        ``on_wheel``, else straight into the near queue."""
         # The checks asyncio's call_at makes (the base loop makes them for its own timers).
         if self.closed:
             raise RuntimeError("Event loop is closed")
+        timer = TimerHandle.__new__(TimerHandle)
         if self.debug:
-            loop._check_in_debug(callback)
-        timer = TimerHandle(when, callback, args, loop, context)
-        traceback = timer._source_traceback  # type: ignore[attr-defined]  # private in typeshed
-        if traceback:
-            del traceback[-2:]  # this frame and the loop's call_later / call_at
+            self.check_in_debug(callback)
+            # From the caller of call_later / call_at: this frame and theirs left out.
+            timer._source_traceback = format_helpers.extract_stack(sys._getframe(2))
+        else:
+            timer._source_traceback = None
+        timer._when = when
+        timer._callback = callback
+        timer._args = args
+        timer._context = contextvars.copy_context() if context is None else context
+        timer._loop = self.loop
+        timer._cancelled = False
+        timer._repr = None
+        timer._core = self
         timer._order = order = self.order
         self.order = order + 1
         if on_wheel:
@@ -194,19 +433,32 @@ class LoopCore:
         if deadline < self.driver_when:
             # Only then can the driver be armed too late. A wheel timer due at or after the
             # driver may sit in a higher-level bucket that expires earlier, but next_due is
-            # a tick before the earliest bucket, so the driver is still armed early enough.
+            # at the start of the earliest bucket, so the driver is still armed early enough.
             next_due = self.next_due()
             if next_due < self.driver_when:
-                loop._arm(next_due)
+                self.driver_when = next_due
+                self.arm(next_due)
         return timer
 
-    def cancel(self, handle: TimerHandle) -> None:
-        """``handle`` was cancelled: take it off the wheel at once (unless it left the wheel).
+    def _on_base(
+        self,
+        when: float,
+        delay: float,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        context: contextvars.Context | None,
+    ) -> asyncio.TimerHandle:
+        """A timer the base loop's own way, through the loop's ``call_on_base``."""
+        timer = self.call_on_base(when, delay, callback, args, context)
+        # Drop the frames of the hook, of this method and of call_later / call_at: the
+        # traceback ends at their caller.
+        traceback = timer._source_traceback  # type: ignore[attr-defined]  # private in typeshed
+        if traceback:
+            del traceback[-3:]
+        return timer
 
-        asyncio's ``cancel`` then releases the callback and arguments; the context goes here.
-        """
-        fields: Any = handle
-        fields._context = None
+    def _forget(self, handle: TimerHandle) -> None:
+        """``handle`` was cancelled: take it off the wheel at once (unless it left the wheel)."""
         entry = handle._entry
         if entry is None:
             return
@@ -218,31 +470,49 @@ class LoopCore:
         if emptied:
             # The last entry of its bucket: that may have been the bucket the driver is armed
             # for. Any other cancellation leaves the next deadline where it was.
-            self.loop._rearm()
+            self._rearm()
+
+    def _rearm(self) -> None:
+        """Point the driver at :meth:`next_due`, if it is not armed for that time already."""
+        when = self.next_due()
+        if when != self.driver_when:
+            self.driver_when = when
+            self.arm(when)
 
     def next_due(self) -> float:
-        """When the driver must run next: the near queue's earliest deadline, or a tick before
-        the wheel's next bucket expires (its deadlines are all later), whichever is earlier;
-        inf if the core holds no timer. Drops cancelled timers from the top of the queue."""
+        """When the driver must run next: the near queue's earliest deadline, or the first
+        float after the start of the wheel's next bucket (a tick before it expires; every
+        deadline in it is later), whichever is earlier; inf if the core holds no timer. Drops
+        cancelled timers from the top of the queue."""
         near = self.near
         while near and near[0][2]._cancelled:
             heappop(near)
             self.cancelled += 1
         when = near[0][0] if near else math.inf
         next_deadline = self.wheel.next_deadline()
-        if next_deadline is not None and next_deadline - self.wheel.tick < when:
-            return next_deadline - self.wheel.tick
+        if next_deadline is not None:
+            tick = self.wheel.tick
+            # The bucket's deadlines are all after (q - 1) * tick, q its expiration in ticks (the
+            # wheel's rounding, ceil_ticks). Just after it, not at it: on a clock that counts
+            # whole ticks (uvloop's milliseconds, with the default tick) a pass at the start
+            # itself could never find a timer of the bucket due, and would only cost a pass.
+            start = math.nextafter((round(next_deadline / tick) - 1) * tick, math.inf)
+            if start < when:
+                return start
         return when
 
     def advance(self, now: float) -> list[TimerHandle]:
-        """The driver's pass: the handles due at ``now`` (``deadline <= now``), in (deadline,
-        scheduling order); none that a later one could precede is left behind.
+        """The driver's pass (the driver has run: it is armed no more): the handles due at
+        ``now`` (``deadline <= now``), in (deadline, scheduling order); none that a later one
+        could precede is left behind. Before it returns, the driver is armed (``arm``) for
+        :meth:`next_due`, so that timers the due ones schedule can only move it earlier.
 
         Every wheel timer that could be due within two ticks first moves to the near queue,
         so that the bucket of a timer due at ``now`` is taken even though it expires later
         (the wheel rounds deadlines up to its tick; two ticks, so that a float rounding of
         ``now + tick`` cannot leave that bucket behind).
         """
+        self.driver_when = math.inf
         self.driver_wakeups += 1
         self._take_near(self.wheel.advance_entries(now + 2 * self.wheel.tick))
         self.advanced_to = now
@@ -255,6 +525,7 @@ class LoopCore:
             else:
                 due.append(timer)
         self.fired += len(due)
+        self._rearm()
         return due
 
     def _take_near(self, entries: list[Entry[TimerHandle]]) -> None:
@@ -287,76 +558,3 @@ class LoopCore:
             assert entry.payload is not None  # a pending entry holds its handle
             _release(entry.payload)
             entry.payload = None
-
-
-def call_later(
-    loop: Any,
-    delay: float,
-    callback: Callable[[Unpack[_Ts]], object],
-    *args: *_Ts,
-    context: contextvars.Context | None = None,
-) -> asyncio.TimerHandle:
-    """asyncio's ``call_later``: on the wheel if ``delay >= min_delay``, in the near queue if
-    shorter, on the base loop if further than ``far_delay``, infinite or NaN.
-
-    A bool is taken as the int it is (1 or 0), as asyncio and uvloop take it. A delay that is
-    not an int or a float (a Fraction, a numpy scalar) is added to the clock exactly, and the
-    sum rounded up: the callback never runs before ``loop.time() + delay``.
-    """
-    if delay is None:
-        raise TypeError("delay must not be None")
-    if type(delay) is bool:
-        delay = int(delay)
-    core: LoopCore = loop._core
-    now = core.clock()
-    when = now + delay
-    # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
-    if -core.far_delay <= delay <= core.far_delay and when < core.latest_deadline:
-        deadline = when if type(delay) is float else deadline_after(now, delay)
-        on_wheel = delay >= core.min_delay
-        return core.schedule(now, when, deadline, on_wheel, callback, args, context)
-    return _on_base(loop, when, delay, callback, args, context)
-
-
-def call_at(
-    loop: Any,
-    when: float,
-    callback: Callable[[Unpack[_Ts]], object],
-    *args: *_Ts,
-    context: contextvars.Context | None = None,
-) -> asyncio.TimerHandle:
-    """asyncio's ``call_at``, routed as :func:`call_later` routes ``when - time()``.
-
-    A bool is taken as the int it is. A ``when`` that is not an int or a float (a Fraction, a
-    numpy scalar) is rounded up to a float: the callback never runs before ``when``.
-    """
-    if when is None:
-        raise TypeError("when cannot be None")
-    if type(when) is bool:
-        when = int(when)
-    core: LoopCore = loop._core
-    now = core.clock()
-    delay = when - now
-    if -core.far_delay <= delay <= core.far_delay and when < core.latest_deadline:
-        deadline = when if type(when) is float else check_deadline(when, "when")
-        on_wheel = delay >= core.min_delay
-        return core.schedule(now, when, deadline, on_wheel, callback, args, context)
-    return _on_base(loop, when, delay, callback, args, context)
-
-
-def _on_base(  # noqa: PLR0917  # the hot path's arguments, as _call_on_base takes them
-    loop: Any,
-    when: float,
-    delay: float,
-    callback: Callable[..., object],
-    args: tuple[Any, ...],
-    context: contextvars.Context | None,
-) -> asyncio.TimerHandle:
-    """A timer the base loop's own way, through the loop's ``_call_on_base`` hook."""
-    timer: asyncio.TimerHandle = loop._call_on_base(when, delay, callback, args, context)
-    # Drop the frames of the hook, of this function and of call_later / call_at: the
-    # traceback ends at their caller.
-    traceback = timer._source_traceback  # type: ignore[attr-defined]  # private in typeshed
-    if traceback:
-        del traceback[-3:]
-    return timer

@@ -25,28 +25,29 @@ One module per base loop, as anyio keeps one per backend: ``_wheelloop`` holds w
 shares (:class:`WheelLoop`, the routing, the driver), ``_selector`` the selector base and
 ``_uvloop`` the uvloop base, which alone imports uvloop. This module chooses between them and is
 the public API. The wheel timers themselves -- their handle, filing, cancelling, advancing -- are
-a ``LoopCore`` from :mod:`aiowheel._impl`: compiled if the extension is built, else the pure
-specification :mod:`aiowheel._loopcore`.
+a ``LoopCore`` from :mod:`aiowheel._impl`, which the loop holds: compiled if the extension is
+built, else the pure specification :mod:`aiowheel._loopcore` (``core=`` names one). The core's
+docstring is the contract between the two: what the loop hands it, what it gives back.
 
 Routing. A timer whose delay (``when - loop.time()`` at the call) is at least ``min_delay`` goes
 on the wheel; a shorter one (an overdue one too) goes straight into the loop core's *near queue*,
 a small binary heap ordered by (deadline, scheduling order). Both get a
-:class:`LoopTimerHandle`: with the compiled core a C object with ``asyncio.TimerHandle``'s API
-(like uvloop's handles, not an instance of it), with the pure one a subclass of
-``asyncio.TimerHandle``. Only timers that will never fire stay on the base loop, with its own
-handle: further away than :data:`FAR_DELAY` (100 years, uvloop's own cap; or as far overdue),
-beyond the wheel's range (``2**50`` ticks from the clock's zero: only reachable with a tiny
-``tick``), infinite or NaN; on a wheel they would only add levels.
+:class:`LoopTimerHandle`, with either core an object with ``asyncio.TimerHandle``'s API (like
+uvloop's handles, not an instance of it). Only timers that will never fire stay on the base
+loop, with its own handle: further away than :data:`FAR_DELAY` (100 years, uvloop's own cap; or
+as far overdue), beyond the wheel's range (``2**50`` ticks from the clock's zero: only reachable
+with a tiny ``tick``), infinite or NaN; on a wheel they would only add levels.
 
 Short timers are nearly all sleeps and back-offs that fire soon; the timers that pile up --
 long timeouts that are almost always cancelled -- are the ones the wheel is for.
 
 Driving. Every timer the core holds is run by one *driver*: a single ordinary timer on the base
-loop, armed for ``LoopCore.next_due()`` -- the near queue's earliest deadline, or a tick before
-the wheel's next non-empty bucket expires (no deadline in that bucket is earlier), whichever
-comes first. The base loop therefore sleeps until then, with no task per timer and no wakeup
-while nothing is due. The driver is re-armed only when that can change: a new timer is due
-before it, a cancellation empties a bucket (cancelling the last timer disarms it), or it has run.
+loop, armed for ``LoopCore.next_due()`` -- the near queue's earliest deadline, or just after the
+start of the wheel's next non-empty bucket, a tick before it expires (every deadline in that
+bucket is later), whichever comes first. The base loop therefore sleeps until then, with no task
+per timer and no wakeup while nothing is due. The driver is re-armed only when that can change: a
+new timer is due before it, a cancellation empties a bucket (cancelling the last timer disarms
+it), or it has run.
 When it runs, at the actual ``loop.time()`` (never the time it was armed for), the core moves
 every wheel timer that could be due within two ticks into the near queue, takes out of the queue
 exactly those whose deadline ``loop.time()`` has reached, and the driver runs them in (deadline,
@@ -59,7 +60,9 @@ batch runs at the loop's next pass.
 So a timer runs in the pass in which ``loop.time()`` reaches its ``when()``, as asyncio's do, and
 the wheel's tick only decides how timers are stored, never when they run. Timers scheduled while
 a batch runs are never part of that batch; they run in a later pass, as in asyncio. A timer alone
-in its tick costs one extra driver pass, at the start of its tick, to find its exact deadline.
+in its tick can cost one extra driver pass, at the start of its tick, to find its exact deadline;
+not on uvloop, whose clock counts whole milliseconds (the default tick): there the pass just after
+the tick's start is the tick's own millisecond.
 
 If the wheel's clock lags the loop's by more than level 0's span when a timer is added (an idle
 wheel, or one holding only far timers), it is first moved up to ``loop.time()``, so that a near
@@ -94,7 +97,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import SupportsFloat, SupportsIndex
+from typing import Literal, SupportsFloat, SupportsIndex
 
 from aiowheel.loop import _selector
 from aiowheel.loop._wheelloop import (
@@ -140,6 +143,7 @@ def new_event_loop(
     tick: SupportsFloat = 0.001,
     wheel_size: SupportsIndex = 64,
     min_delay: SupportsFloat | None = None,
+    core: Literal["compiled", "pure"] | None = None,
 ) -> WheelLoop:
     """A new event loop -- asyncio's default one -- whose ``call_later`` / ``call_at`` put timers
     on a hierarchical wheel: the wheel's ``asyncio.new_event_loop``.
@@ -156,11 +160,18 @@ def new_event_loop(
         wheel_size: slots per level, a whole number from 2 to ``2**40``.
         min_delay: timers with a delay below this (seconds, a finite real number >= 0) skip
             the wheel, into the loop's queue of imminent timers; None means ``4 * tick``.
+        core: the loop core that holds the timers, ``"compiled"`` or ``"pure"`` (the same
+            behaviour; for tests and comparisons); None means the compiled one if it is built,
+            else the pure one.
 
     Raises:
-        TypeError, ValueError: for a bad ``tick``, ``wheel_size`` or ``min_delay``, naming it.
+        TypeError, ValueError: for a bad ``tick``, ``wheel_size``, ``min_delay`` or ``core``,
+            naming it.
+        RuntimeError: ``core="compiled"`` when the compiled core is not built.
     """
-    return _selector.WheelEventLoop(tick=tick, wheel_size=wheel_size, min_delay=min_delay)
+    return _selector.WheelEventLoop(
+        tick=tick, wheel_size=wheel_size, min_delay=min_delay, core=core
+    )
 
 
 def new_uvloop_event_loop(
@@ -168,6 +179,7 @@ def new_uvloop_event_loop(
     tick: SupportsFloat = 0.001,
     wheel_size: SupportsIndex = 64,
     min_delay: SupportsFloat | None = None,
+    core: Literal["compiled", "pure"] | None = None,
 ) -> WheelLoop:
     """A new wheel-backed event loop on ``uvloop.Loop``: the wheel's ``uvloop.new_event_loop``.
 
@@ -175,7 +187,9 @@ def new_uvloop_event_loop(
     aiowheel.loop:new_uvloop_event_loop`` for uvicorn). Needs ``pip install 'aiowheel[uvloop]'``.
 
     Raises:
-        TypeError, ValueError: for a bad ``tick``, ``wheel_size`` or ``min_delay``, naming it.
+        TypeError, ValueError: for a bad ``tick``, ``wheel_size``, ``min_delay`` or ``core``,
+            naming it.
         ImportError: uvloop is not installed (naming the extra that installs it).
+        RuntimeError: ``core="compiled"`` when the compiled core is not built.
     """
-    return _uvloop_class()(tick=tick, wheel_size=wheel_size, min_delay=min_delay)
+    return _uvloop_class()(tick=tick, wheel_size=wheel_size, min_delay=min_delay, core=core)

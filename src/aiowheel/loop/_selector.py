@@ -10,7 +10,7 @@ import contextvars
 import selectors
 import sys
 from collections.abc import Callable
-from typing import Any, SupportsFloat, SupportsIndex
+from typing import Any, Literal, SupportsFloat, SupportsIndex
 
 from aiowheel.loop._wheelloop import WheelLoop
 
@@ -32,7 +32,13 @@ class WheelEventLoop(WheelLoop, _BaseLoop):
         wheel_size: slots per level.
         min_delay: timers with a shorter delay skip the wheel, into the loop's queue of
             imminent timers; default ``4 * tick``.
+        core: the loop core that holds the wheel timers: ``"compiled"``, ``"pure"``, or None
+            for the one :mod:`aiowheel._impl` selected (the compiled one if built). RuntimeError
+            for ``"compiled"`` when it is not built.
     """
+
+    # The loop core's call_later / call_at, bound by _init_wheel (see WheelLoop).
+    __slots__ = ("call_at", "call_later")
 
     def __init__(
         self,
@@ -41,18 +47,15 @@ class WheelEventLoop(WheelLoop, _BaseLoop):
         tick: SupportsFloat = 0.001,
         wheel_size: SupportsIndex = 64,
         min_delay: SupportsFloat | None = None,
+        core: Literal["compiled", "pure"] | None = None,
     ) -> None:
         super().__init__(selector)
         try:
-            self._init_wheel(tick=tick, wheel_size=wheel_size, min_delay=min_delay)
+            self._init_wheel(tick=tick, wheel_size=wheel_size, min_delay=min_delay, core=core)
         except BaseException:
             # Bad options: close what the base loop opened, or it warns when collected.
             _BaseLoop.close(self)
             raise
-
-    def _base_timer_cancelled(self, handle: asyncio.TimerHandle) -> None:
-        # A timer on the heap (or the driver): asyncio counts cancelled ones to purge its heap.
-        _BaseLoop._timer_handle_cancelled(self, handle)  # type: ignore[attr-defined]
 
     def _check_in_debug(self, callback: Callable[..., object]) -> None:
         # asyncio's own checks, so that messages and behaviour follow the running Python.

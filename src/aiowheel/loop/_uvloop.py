@@ -22,7 +22,7 @@ import inspect
 import logging
 import math
 from collections.abc import Callable
-from typing import Any, SupportsFloat, SupportsIndex
+from typing import Any, Literal, SupportsFloat, SupportsIndex
 
 import uvloop
 
@@ -60,16 +60,20 @@ def delay_to_ms_at_or_after(when: float, now: float) -> float:
 class WheelUVLoop(WheelLoop, _UVLoop):  # type: ignore[valid-type,misc]  # runtime base
     """``uvloop.Loop`` with its timers on a hierarchical wheel; see :class:`WheelEventLoop`."""
 
+    # The loop core's call_later / call_at, bound by _init_wheel (see WheelLoop).
+    __slots__ = ("call_at", "call_later")
+
     def __init__(
         self,
         *,
         tick: SupportsFloat = 0.001,
         wheel_size: SupportsIndex = 64,
         min_delay: SupportsFloat | None = None,
+        core: Literal["compiled", "pure"] | None = None,
     ) -> None:
         super().__init__()
         try:
-            self._init_wheel(tick=tick, wheel_size=wheel_size, min_delay=min_delay)
+            self._init_wheel(tick=tick, wheel_size=wheel_size, min_delay=min_delay, core=core)
         except BaseException:
             # Bad options: close the libuv loop, or uvloop logs an error when collected.
             _UVLoop.close(self)

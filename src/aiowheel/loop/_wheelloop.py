@@ -1,7 +1,8 @@
 """What every wheel-backed loop shares, whatever its base loop: :class:`WheelLoop` (the driver
 that advances the wheel, the statistics, closing) and :class:`WheelStats`. The wheel timers
-themselves -- routing, handles (:class:`LoopTimerHandle`), filing, cancelling -- are the loop core
-of :mod:`aiowheel._impl`, compiled if built.
+themselves -- routing, handles (:class:`LoopTimerHandle`), filing, cancelling -- are a loop core
+of :mod:`aiowheel._impl` that the loop holds (compiled if built, or the one ``core=`` names),
+made with the hooks below and reached through its documented methods only.
 
 The base-loop specific parts are hooks (see :class:`WheelLoop`), filled in by
 :mod:`aiowheel.loop._selector` and :mod:`aiowheel.loop._uvloop`. The behaviour and guarantees are
@@ -17,16 +18,10 @@ import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, SupportsFloat, SupportsIndex
+from typing import Any, Literal, SupportsFloat, SupportsIndex
 
 from aiowheel._checks import check_length
-from aiowheel._impl import (
-    HierarchicalWheel,
-    LoopCore,
-    LoopTimerHandle,
-    loop_call_at,
-    loop_call_later,
-)
+from aiowheel._impl import HierarchicalWheel, LoopCore, LoopTimerHandle, impl_named
 
 __all__ = ["FAR_DELAY", "LoopTimerHandle", "WheelLoop", "WheelStats", "resolve_min_delay"]
 
@@ -84,13 +79,19 @@ def resolve_min_delay(min_delay: SupportsFloat | None, tick: float) -> float:
 class WheelLoop(asyncio.AbstractEventLoop):
     """What every wheel-backed loop adds to its base loop; not instantiated on its own.
 
-    A concrete class puts this first in its bases, before the base loop, calls
+    A concrete class puts this first in its bases, before the base loop, declares
+    ``__slots__ = ("call_at", "call_later")`` (see :meth:`_init_wheel`), calls
     :meth:`_init_wheel` once the base loop is set up, and provides the hooks that differ between
-    base loops: :meth:`_check_in_debug`, :meth:`_call_on_base`, :meth:`_base_timer_cancelled`,
-    :meth:`_arm_driver` and :meth:`_call_soon_on_base`.
+    base loops: :meth:`_check_in_debug`, :meth:`_call_on_base`, :meth:`_arm_driver` and
+    :meth:`_call_soon_on_base`.
+
+    The wheel timers are the loop's *core*, a ``LoopCore`` of :mod:`aiowheel._impl` (the
+    compiled one if built, or the one ``core`` names), which the loop holds: it hands the core
+    the hooks it needs when it makes it, and its ``call_later`` / ``call_at`` are the core's,
+    bound on the loop instance (for the compiled core, no Python frame runs for a timer).
     """
 
-    # The wheel's timers: the wheel, their handles and their bookkeeping (compiled if built).
+    # The wheel's timers: the wheel, their handles and their bookkeeping.
     _core: LoopCore
     # The base-loop timer that will advance the wheel, or None while the wheel is empty; armed
     # for _core.driver_when.
@@ -108,24 +109,37 @@ class WheelLoop(asyncio.AbstractEventLoop):
         tick: SupportsFloat = 0.001,
         wheel_size: SupportsIndex = 64,
         min_delay: SupportsFloat | None = None,
+        core: Literal["compiled", "pure"] | None = None,
     ) -> None:
         """Set up the wheel; called by the concrete class once the base loop is initialised
-        (its ``time()`` must work)."""
+        (its ``time()`` must work). ``core`` names the loop core: ``"compiled"``, ``"pure"``,
+        or None for the one :mod:`aiowheel._impl` selected."""
+        loop_core = impl_named(core).loop.LoopCore
         wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)  # checks them
-        self._core = LoopCore(
-            self, tick, wheel_size, resolve_min_delay(min_delay, wheel.tick), FAR_DELAY
-        )
         self._driver = None
         self._driver_context = contextvars.Context()
         self._base_timers = 0
         self._batch = deque()
+        self._core = core_ = loop_core(
+            self,
+            tick,
+            wheel_size,
+            resolve_min_delay(min_delay, wheel.tick),
+            FAR_DELAY,
+            arm=self._arm,
+            check_in_debug=self._check_in_debug,
+            call_on_base=self._call_on_base,
+        )
+        # asyncio's call_later / call_at, routing each timer to the wheel or the base loop: the
+        # core's, bound on the instance, where they come before the base loop's methods. In the
+        # concrete class's slots, not in the instance's __dict__: the wheel-backed selector loop
+        # already has 29 attributes there, and past 30 (CPython 3.11's limit of shared keys)
+        # every attribute of the loop is looked up the slow way (5 % more instructions on
+        # bench_loop's app workload).
+        self.call_later = core_.call_later  # type: ignore[method-assign]
+        self.call_at = core_.call_at  # type: ignore[method-assign]
 
     # -- the asyncio API --------------------------------------------------------------------
-
-    # asyncio's call_later / call_at, routing each timer to the wheel or the base loop: from
-    # aiowheel._impl, compiled if built (they run without a Python frame then).
-    call_later = loop_call_later
-    call_at = loop_call_at
 
     def set_debug(self, enabled: bool) -> None:
         """The base loop's ``set_debug``; the wheel's timers follow it."""
@@ -140,17 +154,6 @@ class WheelLoop(asyncio.AbstractEventLoop):
         self._driver = None
         self._batch.clear()
         self._core.close()
-
-    def _timer_handle_cancelled(self, handle: asyncio.TimerHandle) -> None:
-        """Called by ``asyncio.TimerHandle.cancel``: take a wheel timer off the wheel at once.
-
-        Any other handle is the base loop's: see :meth:`_base_timer_cancelled`. (The compiled
-        handle takes itself off the wheel without calling this.)
-        """
-        if isinstance(handle, LoopTimerHandle):
-            self._core.cancel(handle)
-        else:
-            self._base_timer_cancelled(handle)
 
     def wheel_stats(self) -> WheelStats:
         """The loop's counters, as an immutable snapshot (:class:`WheelStats`); O(1)."""
@@ -180,33 +183,18 @@ class WheelLoop(asyncio.AbstractEventLoop):
     # -- driving ----------------------------------------------------------------------------
 
     def _arm(self, deadline: float) -> None:
-        """Point the driver at ``deadline``, replacing any driver armed for another time."""
+        """Point the driver at ``deadline`` (inf: disarm it), replacing any driver armed for
+        another time; the core calls it (its ``arm``) when the time it needs changes."""
         driver = self._driver
         if driver is not None:
             driver.cancel()
-        self._driver = self._arm_driver(deadline)
-        self._core.driver_when = deadline
-
-    def _rearm(self) -> None:
-        """Point the driver at the core's next due time, or disarm it if it holds no timer."""
-        core = self._core
-        deadline = core.next_due()
-        if deadline == math.inf:
-            if self._driver is not None:
-                self._driver.cancel()
-                self._driver = None
-                core.driver_when = math.inf
-        elif deadline != core.driver_when:
-            self._arm(deadline)
+        self._driver = self._arm_driver(deadline) if deadline != math.inf else None
 
     def _on_wheel_due(self) -> None:
-        """The driver: take the timers due now, re-arm, run them, in this same loop pass."""
+        """The driver: take the timers due now, run them, in this same loop pass (the core has
+        re-armed the driver before they run: timers they schedule run in a later pass)."""
         self._driver = None
-        self._core.driver_when = math.inf
         due = self._core.advance(self.time())
-        # Armed before anything runs, so that timers scheduled by the callbacks below can only
-        # move the driver earlier, as they would at any other time; they run in a later pass.
-        self._rearm()
         if due:
             self._batch.extend(due)
             self._run_batch()
@@ -241,10 +229,6 @@ class WheelLoop(asyncio.AbstractEventLoop):
     def _check_in_debug(self, callback: Callable[..., object]) -> None:
         """asyncio's debug-mode checks of ``call_at``: the loop's thread, a plain callable."""
         raise NotImplementedError
-
-    def _base_timer_cancelled(self, handle: asyncio.TimerHandle) -> None:
-        """An ``asyncio.TimerHandle`` of the base loop's own was cancelled; by default, nothing
-        to do (uvloop's own handles never call back)."""
 
     def _call_on_base(
         self,

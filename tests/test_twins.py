@@ -1,0 +1,138 @@
+"""The twins keep one contract: every check here is generated from :data:`aiowheel._impl.TWINS`.
+
+For each twin the table lists, both homes exist and export exactly the listed names; each name
+has, on both sides, the same public attributes, docstrings and parameters (names, kinds,
+defaults); the examples in its docstrings run on each side with that side's names. The build and
+the package agree with the table: every compiled part in the source tree is a row of it. A twin
+added to the table is covered here without a line of this module changing.
+
+What the twins *do* alike is tested elsewhere, on both sides in one process (the ``impl`` and
+``core`` fixtures of ``conftest.py``): ``test_wheel.py``, ``tests/timer/``, ``test_idle.py``,
+``test_loop*.py``, and ``test_impl.py``'s random operations compared step by step.
+"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import aiowheel
+from aiowheel import _impl
+
+COMPILED = _impl.compiled_impl()
+needs_compiled = pytest.mark.skipif(COMPILED is None, reason="the compiled side is not built")
+
+#: Every (twin, name) the table lists.
+NAMES = [(twin, name) for twin, _, _, names in _impl.TWINS for name in names]
+
+
+def public_names(obj: object) -> set[str]:
+    return {name for name in dir(obj) if not name.startswith("_")}
+
+
+def parameters(func: Callable[..., Any], *, method: bool) -> list[tuple[str, Any, Any]]:
+    """Names, kinds and defaults of the parameters (after ``self`` for a method, which a
+    compiled method makes positional-only); compiled functions carry no annotations."""
+    params = list(inspect.signature(func).parameters.values())
+    if method:
+        params = params[1:]
+    return [(p.name, p.kind, p.default) for p in params]
+
+
+def sides() -> list[_impl.Impl]:
+    return [_impl.PURE] if COMPILED is None else [_impl.PURE, COMPILED]
+
+
+@pytest.mark.parametrize(("twin", "pure", "compiled", "names"), _impl.TWINS, ids=lambda v: v)
+def test_each_home_exports_exactly_the_twins_names(
+    twin: str, pure: str, compiled: str, names: tuple[str, ...]
+) -> None:
+    homes = [pure] if COMPILED is None else [pure, compiled]
+    for home in homes:
+        module = importlib.import_module(home)
+        assert set(names) <= set(module.__all__), home
+        for name in names:
+            assert getattr(module, name) is getattr(
+                getattr(_impl.PURE if home == pure else COMPILED, twin), name
+            )
+    if COMPILED is not None:
+        assert sorted(importlib.import_module(compiled).__all__) == sorted(names), compiled
+
+
+@needs_compiled
+@pytest.mark.parametrize(("twin", "name"), NAMES)
+def test_the_same_names_docstrings_and_parameters(twin: str, name: str) -> None:
+    assert COMPILED is not None
+    pure, compiled = (
+        getattr(getattr(_impl.PURE, twin), name),
+        getattr(getattr(COMPILED, twin), name),
+    )
+    # getdoc: a compiled method's docstring comes dedented.
+    assert inspect.getdoc(compiled) == inspect.getdoc(pure)
+    if not isinstance(pure, type):
+        assert parameters(compiled, method=False) == parameters(pure, method=False)
+        return
+    compiled_names = public_names(compiled)
+    entry = _impl.PURE.wheel.Entry
+    if not issubclass(pure, entry):
+        # A compiled handle that is its own wheel entry where the pure one holds an entry: the
+        # entry's fields are how it keeps its place on the wheel, the twin's own.
+        compiled_names -= public_names(COMPILED.wheel.Entry) - public_names(pure)
+    assert compiled_names == public_names(pure)
+    for attr in sorted(public_names(pure)):
+        pure_attr, compiled_attr = getattr(pure, attr), getattr(compiled, attr)
+        assert inspect.getdoc(compiled_attr) == inspect.getdoc(pure_attr), attr
+        if inspect.isfunction(pure_attr):
+            assert parameters(compiled_attr, method=True) == parameters(pure_attr, method=True), (
+                attr
+            )
+
+
+@pytest.mark.parametrize("side", sides(), ids=lambda side: side.name)
+def test_the_examples_in_the_twins_docstrings_run_on_each_side(side: _impl.Impl) -> None:
+    globs = {name: getattr(getattr(side, twin), name) for twin, name in NAMES}
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    ran = 0
+    for twin, name in NAMES:
+        for test in finder.find(getattr(getattr(side, twin), name), name, module=False, globs={}):
+            test.globs = dict(globs)
+            report: list[str] = []
+            result = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS).run(
+                test, out=report.append
+            )
+            assert result.failed == 0, "".join(report)
+            ran += result.attempted
+    # HierarchicalWheel's example, at least: a test that runs nothing proves nothing.
+    assert ran >= 6
+
+
+def test_every_compiled_part_in_the_tree_is_a_row_of_the_table() -> None:
+    """A .pyx nobody lists would be built by no one (setup.py builds what the table names)."""
+    root = Path(aiowheel.__file__).parent
+    parts = {f"aiowheel.{path.stem}" for path in root.glob("*.pyx")}
+    assert parts == {compiled for _, _, compiled, _ in _impl.TWINS}
+    for _, pure, _, _ in _impl.TWINS:
+        assert (root.parent / Path(*pure.split("."))).with_suffix(".py").is_file(), pure
+
+
+def test_the_table_is_a_literal_the_build_can_read() -> None:
+    """setup.py reads TWINS with ast, without importing the package (no anyio at build time)."""
+    import ast
+
+    tree = ast.parse(Path(_impl.__file__).read_text())
+    (value,) = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.AnnAssign | ast.Assign)
+        and any(
+            isinstance(target, ast.Name) and target.id == "TWINS"
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+    ]
+    assert ast.literal_eval(value) == _impl.TWINS
