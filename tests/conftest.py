@@ -8,15 +8,14 @@ Async tests use anyio's pytest plugin (``@pytest.mark.anyio``) and run three tim
   waits ask for the ``virtual_time`` fixture, which skips them there;
 * ``trio`` -- trio with ``MockClock(autojump_threshold=0)``: virtual time too.
 
-Twins. The wheel, the Timer core and the idle core have a pure-Python twin
-(:mod:`aiowheel.wheel`, :mod:`aiowheel._timercore`, :mod:`aiowheel._idlecore`) and a compiled one
-(:mod:`aiowheel._cwheel`). A test of the twins
-themselves takes the ``impl`` fixture -- an :class:`Impl` holding one twin's classes and functions
--- and one pytest run runs it on both: ``impl.name`` is ``"pure"`` or ``"compiled"``, and the
-compiled one is skipped when the extension is not built or ``AIOWHEEL_NO_EXTENSIONS`` is set. A
-test that needs one twin says so with ``@pytest.mark.impl("pure")`` or
-``@pytest.mark.impl("compiled")``: with the fixture it then runs on that twin only; without it,
-it is skipped unless :mod:`aiowheel._impl` selected that twin.
+Twins. Every core with two twins -- the rows of :data:`aiowheel._impl.TWINS`: the wheel, the
+Timer core, the loop core, the idle core -- is tested on both sides in one pytest run. A test of
+the twins themselves takes the ``impl`` fixture: one side, an :class:`aiowheel._impl.Impl`
+(``impl.wheel.HierarchicalWheel``, ``impl.timer.TimerCore``, ``impl.idle.IdleCore``...), whose
+``impl.name`` is ``"pure"`` or ``"compiled"``; the compiled one is skipped when it is not built
+or ``AIOWHEEL_NO_EXTENSIONS`` is set. A test that needs one side says so with
+``@pytest.mark.impl("pure")`` or ``@pytest.mark.impl("compiled")``: with the fixture it then runs
+on that side only; without it, it is skipped unless :mod:`aiowheel._impl` selected that side.
 
 Everything built on the twins -- the Timer, timeouts, idle expiry, the event loop -- holds a core
 made from one side of :mod:`aiowheel._impl`: the selected one unless told otherwise

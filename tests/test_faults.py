@@ -705,7 +705,7 @@ async def test_the_librarys_own_re_filing_is_never_refused_by_max_pending(impl: 
         when = timer.time() + 0.002
         timer.call_at(when, fired, "new work")
         handle = timer.refile_at(when, fired, "re-filed")
-        assert isinstance(handle, impl.TimerHandle) and handle.when() == when
+        assert isinstance(handle, impl.timer.TimerHandle) and handle.when() == when
         assert len(timer) == 2
         with pytest.raises(PendingLimitError):
             timer.call_at(when, fired, "refused")

@@ -85,11 +85,11 @@ async def test_scheduling_methods_are_the_cores_own(impl: Impl) -> None:
     async with Timer(tick=TICK) as timer:
         for name in ("call_later", "call_at", "refile_at"):
             method = getattr(timer, name)
-            assert type(method.__self__) is impl.TimerCore, name
+            assert type(method.__self__) is impl.timer.TimerCore, name
             handle = method(1.0, _noop)
-            assert isinstance(handle, impl.TimerHandle)
+            assert isinstance(handle, impl.timer.TimerHandle)
             # The class's method does the same, one frame later.
-            assert isinstance(getattr(Timer, name)(timer, 1.0, _noop), impl.TimerHandle)
+            assert isinstance(getattr(Timer, name)(timer, 1.0, _noop), impl.timer.TimerHandle)
 
 
 @pytest.mark.anyio
@@ -153,7 +153,7 @@ async def test_idle_timeouts_run_the_idle_core_of_their_timers_twin(impl: Impl) 
     expired: list[str] = []
     async with Timer(tick=TICK) as timer:
         with IdleTimeouts(timer, 0.01, expired.append) as idle:
-            assert type(idle.touch.__self__) is impl.IdleCore  # type: ignore[attr-defined]
+            assert type(idle.touch.__self__) is impl.idle.IdleCore  # type: ignore[attr-defined]
             idle.touch("a")
             await anyio.sleep(0.02)
     assert expired == ["a"]

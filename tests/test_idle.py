@@ -304,7 +304,7 @@ async def test_rounding_up_to_the_tick(virtual_time: None) -> None:
 )
 def test_the_rule_is_the_wheels_rounding(impl: Impl, t: float, timeout: float, tick: float) -> None:
     # The documented E is exactly when either wheel fires the deadline t + timeout.
-    wheel: HierarchicalWheel[str] = impl.HierarchicalWheel(tick=tick)
+    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=tick)
     wheel.add(t + timeout, "key")
     fired_at = None
     while fired_at is None:
@@ -688,7 +688,9 @@ def test_matches_the_model(
 
                 return on_expire
 
-            cores += [twin.IdleCore(timer, timeout, expirer(i)) for i, twin in enumerate(twins)]
+            cores += [
+                twin.idle.IdleCore(timer, timeout, expirer(i)) for i, twin in enumerate(twins)
+            ]
             for op, arg in ops:
                 now = loop.time()
                 if op in ("sleep to", "jump to"):
@@ -780,7 +782,7 @@ def test_hostile_keys_fail_alike_and_change_nothing(bad: str) -> None:
         seen = []
         async with Timer(tick=TICK) as timer:
             for twin in available_twins():
-                core = twin.IdleCore(timer, 1.0, print)
+                core = twin.idle.IdleCore(timer, 1.0, print)
                 tracked = Collides("tracked")
                 core.touch(tracked)
                 key: object = {
@@ -827,7 +829,7 @@ def test_odd_clocks_and_ticks_give_the_same_deadlines(
             host = HandClockHost(timer)
             for twin in available_twins():
                 events: list[object] = []
-                core = twin.IdleCore(host, timeout, events.append)
+                core = twin.idle.IdleCore(host, timeout, events.append)
                 for now in clock:
                     host.now = now
                     events.append(outcome(partial(core.touch, "a")))
@@ -875,7 +877,7 @@ def test_closing_inside_a_late_touch_fails_it_alike() -> None:
                     events.append(key)
                     closing[0].close()
 
-                core = twin.IdleCore(timer, 1.0, on_expire)
+                core = twin.idle.IdleCore(timer, 1.0, on_expire)
                 closing.append(core)
                 core.touch("a")
                 jump(2.0)
@@ -910,7 +912,7 @@ def test_on_the_monotonic_clock_touch_reads_the_timers_own_time() -> None:
                 def on_expire(key: str, index: int = index) -> None:
                     expired[index, key] = time.monotonic()
 
-                cores.append(twin.IdleCore(timer, 0.003, on_expire))
+                cores.append(twin.idle.IdleCore(timer, 0.003, on_expire))
             deadlines: dict[tuple[int, str], float] = {}
             for round_ in range(50):
                 for index, core in enumerate(cores):

@@ -522,7 +522,7 @@ def test_a_cycle_through_a_pending_payload_is_collected(impl: Impl) -> None:
         pass
 
     owner = Owner()
-    owner.wheel = impl.HierarchicalWheel(tick=1)  # type: ignore[attr-defined]
+    owner.wheel = impl.wheel.HierarchicalWheel(tick=1)  # type: ignore[attr-defined]
     for deadline in (-1, 5, 5000):
         owner.wheel.add(deadline, owner)  # type: ignore[attr-defined]
     alive = weakref.ref(owner)

@@ -74,7 +74,7 @@ def running_core(impl: Impl, clock: Callable[[], float]) -> Any:
     def report(callback: object, args: object, exc: BaseException, handle: object) -> None:
         raise AssertionError(f"{callback!r}{args!r} raised") from exc
 
-    core = impl.TimerCore(TICK, 64, None)
+    core = impl.timer.TimerCore(TICK, 64, None)
     core.start(clock, lambda when: None, report)
     return core
 
@@ -99,7 +99,7 @@ def max_lateness(core: Any) -> float:
 
 
 def test_the_twins_start_with_empty_buckets(impl: Impl) -> None:
-    core = impl.TimerCore(TICK, 64, None)
+    core = impl.timer.TimerCore(TICK, 64, None)
     assert core.counters() == ((0,) * LATENESS_BUCKETS, 0.0, 0.0, 0)
 
 

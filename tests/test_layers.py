@@ -61,6 +61,7 @@ LAYERS: dict[str, int] = {
     "aiowheel._backends._asyncio": 1,
     "aiowheel._backends._trio": 1,
     "aiowheel._host": 1,
+    "aiowheel._contract": 1,
     "aiowheel._timercore": 2,
     "aiowheel._ctimercore": 2,
     "aiowheel._loopcore": 2,

@@ -53,7 +53,7 @@ class Driver:
 
 def started(impl: Impl, clock: Callable[[], float]) -> tuple[Any, Driver]:
     """A core of ``impl`` (tick 1 s, 8 slots a level), started on ``clock``."""
-    core = impl.TimerCore(1.0, 8, None)
+    core = impl.timer.TimerCore(1.0, 8, None)
     driver = Driver()
     core.start(clock, driver.arm, driver.report)
     return core, driver
@@ -64,7 +64,7 @@ def _noop() -> None:
 
 
 def test_a_new_core_is_neither_running_nor_closed_and_refuses_work(impl: Impl) -> None:
-    core = impl.TimerCore(0.5, 16, None)
+    core = impl.timer.TimerCore(0.5, 16, None)
     assert (core.tick, core.wheel_size, core.running, core.closed, len(core)) == (
         0.5,
         16,
@@ -175,7 +175,7 @@ def test_close_cancels_what_is_pending_and_returns_callbacks_and_args_in_deadlin
 
 
 def test_close_before_start_cancels_nothing_and_refuses_the_start_of_work(impl: Impl) -> None:
-    core = impl.TimerCore(1.0, 8, None)
+    core = impl.timer.TimerCore(1.0, 8, None)
     assert core.close() == []
     assert core.closed and not core.running
     with pytest.raises(RuntimeError, match=re.escape(CLOSED)):

@@ -8,12 +8,6 @@ A module of its own, not ``conftest.py``, so that tests can import it at run tim
 
 from __future__ import annotations
 
-import functools
-import os
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
 import pytest
 
 from aiowheel import _impl
@@ -33,48 +27,17 @@ IMPLS = ("pure", "compiled")
 CORES = ("compiled", "pure")
 
 
-@dataclass(frozen=True)
-class Impl:
-    """One twin of the wheel and the Timer core: what :mod:`aiowheel._impl` would select."""
-
-    name: str
-    Entry: Any
-    HierarchicalWheel: Any
-    TimerCore: Any
-    TimerHandle: Any
-    IdleCore: Any
-    ceil_ticks: Callable[[Any, Any], int]
-    floor_ticks: Callable[[Any, Any], int]
-
-    def __repr__(self) -> str:
-        return self.name
+#: One side of every twin, as :mod:`aiowheel._impl` makes it: ``impl.wheel.HierarchicalWheel``,
+#: ``impl.timer.TimerCore``... (the rows of :data:`aiowheel._impl.TWINS`).
+Impl = _impl.Impl
 
 
-@functools.cache
 def load_impl(name: str) -> Impl:
-    """The ``name`` twin, as :mod:`aiowheel._impl` loads it (``PURE``, ``compiled_impl()``);
+    """The ``name`` side, as :mod:`aiowheel._impl` loads it (``PURE``, ``compiled_impl()``);
     skips the calling test if it is the compiled one and is not built (or switched off)."""
-    if name == "pure":
-        side = _impl.PURE
-    elif name == "compiled":
-        if os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
-            pytest.skip("AIOWHEEL_NO_EXTENSIONS is set: pure Python only")
-        compiled = _impl.compiled_impl()
-        if compiled is None:
-            pytest.skip("the compiled twin is not built")
-        side = compiled
-    else:
+    if name not in IMPLS:
         raise ValueError(f"no twin named {name!r}: expected one of {IMPLS}")
-    return Impl(
-        name,
-        side.wheel.Entry,
-        side.wheel.HierarchicalWheel,
-        side.timer.TimerCore,
-        side.timer.TimerHandle,
-        side.idle.IdleCore,
-        side.wheel.ceil_ticks,
-        side.wheel.floor_ticks,
-    )
+    return load_side(name)
 
 
 def load_side(name: str) -> _impl.Impl:

@@ -30,7 +30,9 @@ import importlib
 import os
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
+
+from aiowheel import _contract
 
 __all__ = [
     "COMPILED",
@@ -79,10 +81,10 @@ class Impl:
     :data:`TWINS` lists for it."""
 
     name: Literal["compiled", "pure"]
-    wheel: Any
-    timer: Any
-    loop: Any
-    idle: Any
+    wheel: _contract.WheelTwin
+    timer: _contract.TimerTwin
+    loop: _contract.LoopTwin
+    idle: _contract.IdleTwin
 
     def __repr__(self) -> str:
         return f"<Impl {self.name}>"
@@ -149,6 +151,23 @@ CPYTHON_FALLBACK: Final = COMPILED and any(
 """True if the compiled core runs and was built with ``AIOWHEEL_CPYTHON_FALLBACK=1``: every use
 of CPython's internals (``src/aiowheel/_ccpython.pxd``) replaced by a plain fallback on the
 public C API. :data:`CORE` is ``"compiled"`` either way."""
+
+if TYPE_CHECKING:
+    # mypy holds both sides of every twin to its contract (aiowheel._contract): the pure modules
+    # and the compiled parts' stubs, each checked against the Protocol of its row.
+    from aiowheel import (
+        _cidlecore,
+        _cloopcore,
+        _ctimercore,
+        _cwheel,
+        _idlecore,
+        _loopcore,
+        _timercore,
+        wheel,
+    )
+
+    _PURE_CONTRACT = Impl("pure", wheel, _timercore, _loopcore, _idlecore)
+    _COMPILED_CONTRACT = Impl("compiled", _cwheel, _ctimercore, _cloopcore, _cidlecore)
 
 # The selected side's names, for the layers above (type checkers see the pure classes; the
 # compiled parts' stubs, aiowheel/_cwheel.pyi and the others, declare the same API).

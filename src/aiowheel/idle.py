@@ -167,7 +167,7 @@ class IdleTimeouts(Generic[K]):
 
     def deadline(self, key: K) -> float | None:
         """When ``key`` expires (``E`` of its current period), or None if it is not tracked."""
-        return self._core.deadline(key)  # type: ignore[no-any-return]
+        return self._core.deadline(key)
 
     def close(self) -> None:
         """Stop tracking every key without expiring any, and take the wheel entries off the
@@ -177,7 +177,7 @@ class IdleTimeouts(Generic[K]):
     @property
     def timeout(self) -> float:
         """Seconds of silence after which a key expires."""
-        return self._core.timeout  # type: ignore[no-any-return]
+        return self._core.timeout
 
     @property
     def closed(self) -> bool:

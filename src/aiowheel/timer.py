@@ -97,7 +97,7 @@ from aiowheel.timeouts import Timeout
 
 if TYPE_CHECKING:
     from aiowheel._backends import CancelScope
-    from aiowheel._impl import TimerCore
+    from aiowheel._contract import TimerCore
 
 __all__ = [
     "Job",
@@ -537,7 +537,7 @@ class Timer:
         deadline beyond the wheel's range, RuntimeError if the Timer is not running,
         PendingLimitError beyond ``max_pending``.
         """
-        return self._core.call_later(delay, callback, *args, context=context)
+        return self._core.call_later(delay, callback, *args, context=context)  # type: ignore[return-value]  # either side's handle
 
     def call_at(
         self,
@@ -551,7 +551,7 @@ class Timer:
         ``when`` is any real number; one that is not an int or a float is rounded up to a float
         (``handle.when()``). Checks and errors as for :meth:`call_later`.
         """
-        return self._core.call_at(when, callback, *args, context=context)
+        return self._core.call_at(when, callback, *args, context=context)  # type: ignore[return-value]  # either side's handle
 
     def schedule(self, delay: SupportsFloat, fn: Callable[..., Any], *args: Any) -> Job[Any]:
         """Run ``fn(*args)`` in ``delay`` seconds and return a :class:`Job` to await its result.
@@ -651,7 +651,7 @@ class Timer:
         the call that asks for it; refused here, inside the driver's pass, the work would be
         lost. Checks and errors as for :meth:`call_at`, without PendingLimitError.
         """
-        return self._core.refile_at(when, callback, *args, context=context)
+        return self._core.refile_at(when, callback, *args, context=context)  # type: ignore[return-value]  # either side's handle
 
     def run_now(self, callback: Callable[..., object], args: tuple[Any, ...]) -> None:
         """Call ``callback(*args)`` now, as the driver calls a due callback: its error is

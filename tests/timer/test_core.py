@@ -128,7 +128,7 @@ async def test_call_later_runs_the_callback_with_its_args_on_time(
         start = timer.time()
         handles = [timer.call_later(delay, callback, i, "arg") for i, delay in enumerate(delays)]
         for handle, delay in zip(handles, delays, strict=True):
-            assert isinstance(handle, impl.TimerHandle)  # the handle of the Timer's core
+            assert isinstance(handle, impl.timer.TimerHandle)  # the handle of the Timer's core
             if exact:
                 assert handle.when() == start + delay
         assert not calls  # nothing runs inline

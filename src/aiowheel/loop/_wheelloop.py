@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, SupportsFloat, SupportsIndex
 
 from aiowheel._checks import check_length
-from aiowheel._impl import HierarchicalWheel, LoopCore, LoopTimerHandle, impl_named
+from aiowheel._contract import LoopCore
+from aiowheel._impl import HierarchicalWheel, LoopTimerHandle, impl_named
 
 __all__ = ["FAR_DELAY", "LoopTimerHandle", "WheelLoop", "WheelStats", "resolve_min_delay"]
 
@@ -136,8 +137,8 @@ class WheelLoop(asyncio.AbstractEventLoop):
         # already has 29 attributes there, and past 30 (CPython 3.11's limit of shared keys)
         # every attribute of the loop is looked up the slow way (5 % more instructions on
         # bench_loop's app workload).
-        self.call_later = core_.call_later  # type: ignore[method-assign]
-        self.call_at = core_.call_at  # type: ignore[method-assign]
+        self.call_later = core_.call_later  # type: ignore[method-assign, assignment]
+        self.call_at = core_.call_at  # type: ignore[method-assign, assignment]
 
     # -- the asyncio API --------------------------------------------------------------------
 
