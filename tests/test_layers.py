@@ -20,8 +20,8 @@ The layers, lowest first (``aiowheel/__init__.py`` states the same):
    buckets);
    The compiled parts' shared C plumbing is here too.
 1. the wheel twins -- :mod:`aiowheel.wheel` and the compiled :mod:`aiowheel._cwheel` --, the
-   event-loop adapters :mod:`aiowheel._backends` and the host interface :mod:`aiowheel._host`
-   (what a feature may ask of its Timer);
+   event-loop adapters :mod:`aiowheel._backends`, the host interface :mod:`aiowheel._host`
+   (what a feature may ask of its Timer) and the twins' contract :mod:`aiowheel._contract`;
 2. the Timer core twins :mod:`aiowheel._timercore` and :mod:`aiowheel._ctimercore`, the loop
    core twins :mod:`aiowheel._loopcore` and :mod:`aiowheel._cloopcore`, and the idle core twins
    :mod:`aiowheel._idlecore` and :mod:`aiowheel._cidlecore` (each over its side's wheel, see

@@ -10,7 +10,8 @@ cycle (``tests/test_layers.py`` checks it, and holds the layer of every module):
   extension each: :mod:`aiowheel._cwheel`, ``_ctimercore``, ``_cloopcore``, ``_cidlecore``; see
   :data:`aiowheel._impl.TWINS`), the event-loop adapters of :mod:`aiowheel._backends`, and the
   host interface :class:`TimerHost` (:mod:`aiowheel._host`: what a feature may ask of its
-  Timer);
+  Timer), and the twins' contract :mod:`aiowheel._contract` (one Protocol per twin, which mypy
+  holds both sides to);
 * :mod:`aiowheel._impl`, which selects one twin; every layer below reaches the twins through it;
 * the Timer layer: :mod:`aiowheel.timer` -- one wheel bound to a running event loop
   (:class:`Timer`) -- and :mod:`aiowheel.timeouts`, the Timer's timeouts;
