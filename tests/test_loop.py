@@ -14,7 +14,6 @@ import contextvars
 import functools
 import gc
 import importlib.util
-import inspect
 import logging
 import math
 import os
@@ -353,33 +352,6 @@ def test_a_closed_core_refuses_timers_and_lets_go_of_its_own(core: str) -> None:
     assert all(handle.get_context() is None for handle in handles)
     with pytest.raises(RuntimeError, match="Event loop is closed"):
         loop_core.call_later(1.0, print)
-
-
-@pytest.mark.impl("compiled")
-def test_the_two_loop_cores_have_the_same_methods_signatures_and_docstrings(core: str) -> None:
-    pure, compiled = aiowheel._impl.PURE.loop, aiowheel._impl.impl_named(core).loop
-
-    def methods(cls: type) -> dict[str, Any]:
-        return {
-            name: getattr(cls, name)
-            for name in dir(cls)
-            if not name.startswith("_") and callable(getattr(cls, name))
-        }
-
-    def parameters(method: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
-        _, *rest = inspect.signature(method).parameters.values()
-        return [(p.name, p.kind, p.default) for p in rest]
-
-    for name in ("LoopCore", "TimerHandle"):
-        pure_methods, compiled_methods = (
-            methods(getattr(pure, name)),
-            methods(getattr(compiled, name)),
-        )
-        assert set(compiled_methods) == set(pure_methods), name
-        for method, spec in pure_methods.items():
-            assert inspect.getdoc(compiled_methods[method]) == inspect.getdoc(spec), method
-            if name == "LoopCore":
-                assert parameters(compiled_methods[method]) == parameters(spec), method
 
 
 @pytest.mark.parametrize("use_uvloop_base", [False, pytest.param(True, marks=needs_uvloop)])

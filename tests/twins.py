@@ -51,7 +51,7 @@ def load_side(name: str) -> _impl.Impl:
 
 def selected_impl() -> str:
     """The twin :mod:`aiowheel._impl` selected in this process."""
-    return "compiled" if _impl.COMPILED else "pure"
+    return _impl.CORE
 
 
 def is_loop_handle(handle: object) -> bool:

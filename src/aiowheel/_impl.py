@@ -43,9 +43,7 @@ __all__ = [
     "TWINS",
     "Entry",
     "HierarchicalWheel",
-    "IdleCore",
     "Impl",
-    "LoopCore",
     "LoopTimerHandle",
     "TimerCore",
     "TimerHandle",
@@ -172,8 +170,6 @@ if TYPE_CHECKING:
 # The selected side's names, for the layers above (type checkers see the pure classes; the
 # compiled parts' stubs, aiowheel/_cwheel.pyi and the others, declare the same API).
 if TYPE_CHECKING:
-    from aiowheel._idlecore import IdleCore
-    from aiowheel._loopcore import LoopCore
     from aiowheel._loopcore import TimerHandle as LoopTimerHandle
     from aiowheel._timercore import TimerCore, TimerHandle
     from aiowheel.wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
@@ -184,6 +180,4 @@ else:
     floor_ticks = SELECTED.wheel.floor_ticks
     TimerCore = SELECTED.timer.TimerCore
     TimerHandle = SELECTED.timer.TimerHandle
-    LoopCore = SELECTED.loop.LoopCore
     LoopTimerHandle = SELECTED.loop.TimerHandle
-    IdleCore = SELECTED.idle.IdleCore
