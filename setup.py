@@ -2,16 +2,16 @@
 
 All other metadata is in pyproject.toml.
 
-The parts are read from the twin table, not listed here: ``src/aiowheel/_impl.py`` is parsed
+The parts are read from the twin table, not listed here: ``aiowheel/_impl.py`` is parsed
 (``ast``; the package is not imported) and every distinct compiled module of ``TWINS`` is built
-from the ``.pyx`` of that name (``aiowheel._ctimercore`` from ``src/aiowheel/_ctimercore.pyx``).
+from the ``.pyx`` of that name (``aiowheel._ctimercore`` from ``aiowheel/_ctimercore.pyx``).
 
 The extensions are optional, as in aio-libs' packages: without Cython or a working C compiler,
 or with ``AIOWHEEL_NO_EXTENSIONS`` set to a non-empty value, the install still succeeds, with a
 warning, and ``aiowheel._impl`` falls back to the pure-Python twins.
 
 With ``AIOWHEEL_CPYTHON_FALLBACK`` set to a non-empty value the parts are compiled without any
-use of CPython's internals (the C macro of that name; see ``src/aiowheel/_ccpython.pxd``):
+use of CPython's internals (the C macro of that name; see ``aiowheel/_ccpython.pxd``):
 ``aiowheel._impl.CPYTHON_FALLBACK`` is then True.
 """
 
@@ -26,12 +26,12 @@ from pathlib import Path
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-SRC = Path("src")
+SRC = Path(".")
 # Set to a non-empty value at build time: compile the CPython fallback build (see _extensions).
 FALLBACK = "AIOWHEEL_CPYTHON_FALLBACK"
 # Every other Cython source: the .pxi files a part includes and the .pxd files it cimports. A
 # glob, so that a new one rebuilds every part when it changes without being listed here.
-DEPENDS = sorted(glob.glob("src/aiowheel/**/*.px[id]", recursive=True))
+DEPENDS = sorted(glob.glob("aiowheel/**/*.px[id]", recursive=True))
 
 
 def compiled_homes() -> list[str]:
@@ -44,7 +44,7 @@ def compiled_homes() -> list[str]:
                 assert node.value is not None
                 twins = ast.literal_eval(node.value)
                 return list(dict.fromkeys(compiled for _, _, compiled, _ in twins))
-    raise RuntimeError("src/aiowheel/_impl.py has no TWINS table")
+    raise RuntimeError("aiowheel/_impl.py has no TWINS table")
 
 
 class OptionalBuildExt(build_ext):
@@ -92,7 +92,7 @@ def _extensions() -> list[Extension]:
     # No fused multiply-add: the float rounding must match CPython's, operation by operation.
     extra = [] if sys.platform == "win32" else ["-ffp-contract=off"]
     # The CPython fallback build: plain C-API fallbacks for every use of CPython's internals
-    # (src/aiowheel/_ccpython.pxd), for the day one of them breaks on a new CPython.
+    # (aiowheel/_ccpython.pxd), for the day one of them breaks on a new CPython.
     macros = [("AIOWHEEL_CPYTHON_FALLBACK", "1")] if os.environ.get(FALLBACK) else []
     extensions = [
         Extension(
@@ -106,7 +106,7 @@ def _extensions() -> list[Extension]:
         for name in compiled_homes()
     ]
     try:
-        # include_path: a part's `cimport aiowheel._cwheel` finds src/aiowheel/_cwheel.pxd.
+        # include_path: a part's `cimport aiowheel._cwheel` finds aiowheel/_cwheel.pxd.
         return list(
             cythonize(
                 extensions, include_path=[str(SRC)], compiler_directives={"language_level": 3}

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 os.environ["AIOWHEEL_NO_EXTENSIONS"] = "1"
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
 
 import aiowheel  # noqa: E402
 

@@ -6,7 +6,7 @@
 #   PYTHON            which interpreter (default: python3.11, else python3; it must be 3.11+)
 #
 # Re-installs only when pyproject.toml, setup.py, this file or a Cython source changed since the
-# last install. The install is editable: the compiled core is built into src/aiowheel under a
+# last install. The install is editable: the compiled core is built into aiowheel under a
 # file name that carries the interpreter's ABI (_cwheel.cpython-312-...so), so one checkout holds
 # a build for each Python beside the others.
 #
@@ -46,7 +46,7 @@ stamp="$venv/.aiowheel-installed-${AIOWHEEL_EXTRAS//,/-}"
 # What the install depends on, including every Cython source of the compiled extension (found by
 # a glob, so a new part cannot be forgotten): a change rebuilds it.
 want=$( (cat pyproject.toml scripts/_venv.sh; cat setup.py 2>/dev/null || true;
-         find src/aiowheel \( -name '*.pyx' -o -name '*.pxi' -o -name '*.pxd' \) -print0 |
+         find aiowheel \( -name '*.pyx' -o -name '*.pxi' -o -name '*.pxd' \) -print0 |
              LC_ALL=C sort -z | xargs -0 -r cat) | sha256sum | cut -d' ' -f1)
 if [ ! -x "$venv/bin/python" ]; then
     echo "creating a virtual environment in $venv ($("$python" --version))" >&2

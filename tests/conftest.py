@@ -33,7 +33,7 @@ Which core and Python. The header of every run names them. ``scripts/test`` sets
 ``AIOWHEEL_EXPECT_CORE`` (``compiled`` or ``pure``) for each run, and a run whose process loaded
 the other core stops before collecting anything (a missing build would otherwise test the pure
 core quietly twice). Its run of the CPython fallback build (``AIOWHEEL_CPYTHON_FALLBACK=1``, see
-``src/aiowheel/_ccpython.pxd``) also sets ``AIOWHEEL_EXPECT_CPYTHON_FALLBACK=1``, and stops the
+``aiowheel/_ccpython.pxd``) also sets ``AIOWHEEL_EXPECT_CPYTHON_FALLBACK=1``, and stops the
 same way unless :data:`aiowheel._impl.CPYTHON_FALLBACK` says that build was loaded.
 """
 

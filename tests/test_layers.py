@@ -46,7 +46,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "src" / "aiowheel"
+PACKAGE = Path(__file__).resolve().parent.parent / "aiowheel"
 
 LAYERS: dict[str, int] = {
     "aiowheel.exceptions": 0,

@@ -232,12 +232,12 @@ def _probe(python: Path, cwd: Path) -> dict[str, object]:
 
 def _package_files() -> set[str]:
     """The files the sdist and the wheel must both carry: every source of the package, named as
-    the wheel names them (``aiowheel/...``; the checkout and the sdist have them under ``src/``)."""
+    the checkout, the sdist and the wheel all name them (``aiowheel/...``)."""
     suffixes = {".py", ".pyx", ".pxi", ".pxd", ".pyi"}
     return {
-        name.removeprefix("src/")
+        name
         for name in _source_files()
-        if name.startswith("src/aiowheel/")
+        if name.startswith("aiowheel/")
         and (Path(name).suffix in suffixes or name.endswith("py.typed"))
     }
 
@@ -278,8 +278,8 @@ def test_the_sdist_holds_the_package_sources_and_nothing_else(dists: tuple[Path,
         names = {
             member.name.removeprefix(top) for member in archive.getmembers() if member.isfile()
         }
-    sources = {name for name in names if name.startswith("src/aiowheel/")}
-    package = {name.removeprefix("src/") for name in sources}
+    sources = {name for name in names if name.startswith("aiowheel/")}
+    package = sources
     assert package == _package_files()
     assert {
         "aiowheel/_cwheel.pyx",
@@ -288,7 +288,7 @@ def test_the_sdist_holds_the_package_sources_and_nothing_else(dists: tuple[Path,
         "aiowheel/_ccpython.pxd",
         "aiowheel/_ctimercore.pyi",
     } <= package
-    metadata_files = {name for name in names if name.startswith("src/aiowheel.egg-info/")}
+    metadata_files = {name for name in names if name.startswith("aiowheel.egg-info/")}
     assert names - sources - metadata_files == {
         "LICENSE",
         "MANIFEST.in",

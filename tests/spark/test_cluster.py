@@ -320,8 +320,8 @@ def pure_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         if (ROOT / name).exists():
             shutil.copy(ROOT / name, source / name)
     shutil.copytree(
-        ROOT / "src",
-        source / "src",
+        ROOT / "aiowheel",
+        source / "aiowheel",
         ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c", "*.egg-info"),
     )
     subprocess.run(

@@ -147,7 +147,7 @@ CPYTHON_FALLBACK: Final = COMPILED and any(
     getattr(SELECTED, twin).CPYTHON_FALLBACK for twin, _, _, _ in TWINS
 )
 """True if the compiled core runs and was built with ``AIOWHEEL_CPYTHON_FALLBACK=1``: every use
-of CPython's internals (``src/aiowheel/_ccpython.pxd``) replaced by a plain fallback on the
+of CPython's internals (``aiowheel/_ccpython.pxd``) replaced by a plain fallback on the
 public C API. :data:`CORE` is ``"compiled"`` either way."""
 
 if TYPE_CHECKING:
