@@ -5,7 +5,7 @@ cycle (``tests/test_layers.py`` checks it, and holds the layer of every module):
 
 * the shared contract: :mod:`aiowheel._checks` (every check of a user's input and its message),
   :mod:`aiowheel._lateness` (the lateness histogram's buckets) and :mod:`aiowheel.exceptions`;
-* the twins: the pure wheel :mod:`aiowheel.wheel` (:class:`HierarchicalWheel`) and cores
+* the twins: the pure wheel :mod:`aiowheel._wheel` (:class:`HierarchicalWheel`) and cores
   (:mod:`aiowheel._timercore`, ``_loopcore``, ``_idlecore``), their compiled twins (one
   extension each: :mod:`aiowheel._cwheel`, ``_ctimercore``, ``_cloopcore``, ``_cidlecore``; see
   :data:`aiowheel._impl.TWINS`), the event-loop adapters of :mod:`aiowheel._backends`, and the

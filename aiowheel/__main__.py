@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 
 import aiowheel
-from aiowheel import demo
+from aiowheel.demo import _cli as demo
 
 __all__ = ["build_parser", "main", "version_line"]
 

@@ -274,7 +274,7 @@ cdef class LoopCore:
     that ran, was cancelled or was dropped by :meth:`close` lets go of its callback, arguments
     and context (``get_context()`` is None then), and copying or pickling one is refused. How a
     handle holds its place on the wheel is the twin's own (the compiled handle is its wheel
-    entry; the pure one holds an :class:`~aiowheel.wheel.Entry`).
+    entry; the pure one holds an :class:`~aiowheel._wheel.Entry`).
     """
 
     # The fields, with the invariant each keeps, are declared in _cloopcore.pxd.

@@ -89,7 +89,7 @@ class WheelClass(Protocol):
 
 
 class WheelTwin(Protocol):
-    """The ``wheel`` row: :mod:`aiowheel.wheel` and ``aiowheel._cwheel``."""
+    """The ``wheel`` row: :mod:`aiowheel._wheel` and ``aiowheel._cwheel``."""
 
     @property
     def Entry(self) -> Callable[[float, Any], Entry]: ...  # the name it exports

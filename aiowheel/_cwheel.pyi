@@ -1,5 +1,5 @@
 """Types of the compiled part aiowheel/_cwheel.pyx: the compiled wheel, the same API as
-:mod:`aiowheel.wheel`."""
+:mod:`aiowheel._wheel`."""
 
 from typing import Any, Generic, SupportsFloat, SupportsIndex, TypeVar
 

@@ -1,9 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, initializedcheck=False
 # cython: cdivision=True, binding=False, embedsignature=True, embedsignature.format=clinic
 # cython: auto_pickle=False
-"""The compiled twin of :mod:`aiowheel.wheel`: the same wheel, in Cython.
+"""The compiled twin of :mod:`aiowheel._wheel`: the same wheel, in Cython.
 
-:mod:`aiowheel.wheel` is the specification. This module has the same public API, guarantees,
+:mod:`aiowheel._wheel` is the specification. This module has the same public API, guarantees,
 error types and messages and docstrings; the wheel tests run on both (the ``impl`` fixture in
 ``tests/conftest.py``) and ``tests/test_impl.py`` drives both with the same random operations and
 compares every observable result. Pick an implementation through :mod:`aiowheel._impl`, not by

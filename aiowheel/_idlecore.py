@@ -31,7 +31,7 @@ import math
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from aiowheel.wheel import ceil_ticks
+from aiowheel._wheel import ceil_ticks
 
 if TYPE_CHECKING:
     from aiowheel._host import FiledHandle, TimerHost

@@ -5,7 +5,7 @@ multidict): a pure-Python module that specifies it, and a compiled counterpart (
 implements the same names with the same behaviour, errors and tests.
 
 * ``wheel`` -- :class:`Entry`, :class:`HierarchicalWheel`, :func:`ceil_ticks`, :func:`floor_ticks`
-  (pure: :mod:`aiowheel.wheel`);
+  (pure: :mod:`aiowheel._wheel`);
 * ``timer`` -- the Timer's scheduling and dispatch, ``TimerCore`` and ``TimerHandle``
   (pure: :mod:`aiowheel._timercore`);
 * ``loop`` -- the wheel-backed event loop's timers, ``LoopCore`` and the loop's ``TimerHandle``
@@ -57,7 +57,7 @@ __all__ = [
 TWINS: Final = (
     (
         "wheel",
-        "aiowheel.wheel",
+        "aiowheel._wheel",
         "aiowheel._cwheel",
         ("Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"),
     ),
@@ -161,10 +161,10 @@ if TYPE_CHECKING:
         _idlecore,
         _loopcore,
         _timercore,
-        wheel,
+        _wheel,
     )
 
-    _PURE_CONTRACT = Impl("pure", wheel, _timercore, _loopcore, _idlecore)
+    _PURE_CONTRACT = Impl("pure", _wheel, _timercore, _loopcore, _idlecore)
     _COMPILED_CONTRACT = Impl("compiled", _cwheel, _ctimercore, _cloopcore, _cidlecore)
 
 # The selected side's names, for the layers above (type checkers see the pure classes; the
@@ -172,7 +172,7 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:
     from aiowheel._loopcore import TimerHandle as LoopTimerHandle
     from aiowheel._timercore import TimerCore, TimerHandle
-    from aiowheel.wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
+    from aiowheel._wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
 else:
     Entry = SELECTED.wheel.Entry
     HierarchicalWheel = SELECTED.wheel.HierarchicalWheel

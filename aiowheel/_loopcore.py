@@ -38,7 +38,7 @@ from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVarTuple, Unpack
 
 from aiowheel._checks import check_deadline, deadline_after, not_copyable
-from aiowheel.wheel import Entry, HierarchicalWheel
+from aiowheel._wheel import Entry, HierarchicalWheel
 
 if TYPE_CHECKING:
     from typing import SupportsFloat, SupportsIndex
@@ -246,7 +246,7 @@ class LoopCore:
     that ran, was cancelled or was dropped by :meth:`close` lets go of its callback, arguments
     and context (``get_context()`` is None then), and copying or pickling one is refused. How a
     handle holds its place on the wheel is the twin's own (the compiled handle is its wheel
-    entry; the pure one holds an :class:`~aiowheel.wheel.Entry`).
+    entry; the pure one holds an :class:`~aiowheel._wheel.Entry`).
     """
 
     # Slots, as the compiled twin's fields (declared in _cloopcore.pxd): the same names on the

@@ -39,7 +39,7 @@ from aiowheel._checks import (
     pending_limit,
 )
 from aiowheel._lateness import CLOCK_STRIDE, LATENESS_BOUNDS, LATENESS_BUCKETS
-from aiowheel.wheel import Entry, HierarchicalWheel
+from aiowheel._wheel import Entry, HierarchicalWheel
 
 if TYPE_CHECKING:
     from typing import SupportsFloat, SupportsIndex

@@ -1,6 +1,6 @@
 """Wheel benchmark: CPU time per entry to add N deadlines and drain them, pure vs compiled.
 
-Both implementations of :class:`~aiowheel.HierarchicalWheel` (:mod:`aiowheel.wheel` and
+Both implementations of :class:`~aiowheel.HierarchicalWheel` (:mod:`aiowheel._wheel` and
 :mod:`aiowheel._cwheel`) get the same N deadlines, uniform over ``--spread`` seconds with a 1 ms
 tick, added with ``add`` (which also makes the Entry) and drained the way the Timer drives the
 wheel (``advance_entries`` at each ``next_deadline``); then, on a fresh wheel, the same entries
@@ -42,7 +42,7 @@ def measure(variant: str, n: int, spread: float, seed: int) -> dict[str, float]:
         return {"add": (time.process_time() - start) / n}
     module: Any
     if variant == "pure wheel":
-        from aiowheel import wheel as module
+        from aiowheel import _wheel as module
     else:
         from aiowheel import _cwheel as module
     wheel = module.HierarchicalWheel(tick=0.001, wheel_size=64, start=0.0)

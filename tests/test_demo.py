@@ -1,6 +1,6 @@
 """Tests of the demo (aiowheel.demo) and the command line that runs it (aiowheel.__main__).
 
-The demo's verdict is a pure function of what was recorded (:func:`aiowheel.demo.judge`), so its
+The demo's verdict is a pure function of what was recorded (``judge`` of ``aiowheel.demo._verdict``), so its
 rules are tested on hand-made records with exact times. The demo itself runs on real sockets in
 real time; it is run end to end a few times, small and short: as the command a user types (on
 asyncio and on uvloop), and in-process with a server whose timeout is deliberately too short, to
@@ -28,16 +28,10 @@ from rich.console import Console
 import aiowheel
 import aiowheel.demo
 from aiowheel import __main__ as cli
-from aiowheel.demo import (
-    ClientRecord,
-    DemoConfig,
-    IdleServer,
-    Verdict,
-    ensure_fd_limit,
-    judge,
-    plan_clients,
-    run_demo,
-)
+from aiowheel.demo import DemoConfig, Verdict, run_demo
+from aiowheel.demo._cli import ensure_fd_limit
+from aiowheel.demo._server import IdleServer
+from aiowheel.demo._verdict import ClientRecord, judge, plan_clients
 
 REPO = Path(__file__).resolve().parent.parent
 TIMEOUT = 3.0

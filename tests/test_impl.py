@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 import aiowheel
 from aiowheel import _impl
 from aiowheel import _timercore as pure_core
-from aiowheel import wheel as pure
+from aiowheel import _wheel as pure
 
 if TYPE_CHECKING:
     from twins import Impl
@@ -68,12 +68,12 @@ def selected(env: dict[str, str]) -> str:
 
 
 def test_env_var_forces_pure_python() -> None:
-    assert selected({"AIOWHEEL_NO_EXTENSIONS": "1"}) == "False aiowheel.wheel aiowheel._timercore"
+    assert selected({"AIOWHEEL_NO_EXTENSIONS": "1"}) == "False aiowheel._wheel aiowheel._timercore"
 
 
 def test_an_empty_env_var_does_not_force_pure_python() -> None:
     expected = (
-        "False aiowheel.wheel aiowheel._timercore"
+        "False aiowheel._wheel aiowheel._timercore"
         if compiled is None
         else "True aiowheel._cwheel aiowheel._ctimercore"
     )

@@ -19,7 +19,7 @@ The layers, lowest first (``aiowheel/__init__.py`` states the same):
    user's input and its message) and :mod:`aiowheel._lateness` (the lateness histogram's
    buckets);
    The compiled parts' shared C plumbing is here too.
-1. the wheel twins -- :mod:`aiowheel.wheel` and the compiled :mod:`aiowheel._cwheel` --, the
+1. the wheel twins -- :mod:`aiowheel._wheel` and the compiled :mod:`aiowheel._cwheel` --, the
    event-loop adapters :mod:`aiowheel._backends`, the host interface :mod:`aiowheel._host`
    (what a feature may ask of its Timer) and the twins' contract :mod:`aiowheel._contract`;
 2. the Timer core twins :mod:`aiowheel._timercore` and :mod:`aiowheel._ctimercore`, the loop
@@ -33,7 +33,7 @@ The layers, lowest first (``aiowheel/__init__.py`` states the same):
 6. edges: the package itself, the CLI, the demo, test support and the Spark pipeline.
 
 From layer 4 up, the twins are reached only through :mod:`aiowheel._impl`: importing
-:mod:`aiowheel.wheel`, :mod:`aiowheel._timercore` or :mod:`aiowheel._cwheel` there fails.
+:mod:`aiowheel._wheel`, :mod:`aiowheel._timercore` or :mod:`aiowheel._cwheel` there fails.
 Optional third-party imports (uvloop, trio, pyspark) are not aiowheel's and are not checked.
 """
 
@@ -46,6 +46,8 @@ from pathlib import Path
 
 import pytest
 
+from aiowheel._impl import TWINS as TWIN_TABLE
+
 PACKAGE = Path(__file__).resolve().parent.parent / "aiowheel"
 
 LAYERS: dict[str, int] = {
@@ -55,7 +57,7 @@ LAYERS: dict[str, int] = {
     "aiowheel._cint64": 0,
     "aiowheel._ccpython": 0,
     "aiowheel._ccontext": 0,
-    "aiowheel.wheel": 1,
+    "aiowheel._wheel": 1,
     "aiowheel._cwheel": 1,
     "aiowheel._backends": 1,
     "aiowheel._backends._asyncio": 1,
@@ -84,17 +86,9 @@ LAYERS: dict[str, int] = {
     "aiowheel.spark.*": 6,  # the Spark pipeline, every module of it: an edge
 }
 
-# The twins: above the selector, reached only through aiowheel._impl.
-TWINS = {
-    "aiowheel.wheel",
-    "aiowheel._timercore",
-    "aiowheel._loopcore",
-    "aiowheel._idlecore",
-    "aiowheel._cwheel",
-    "aiowheel._ctimercore",
-    "aiowheel._cloopcore",
-    "aiowheel._cidlecore",
-}
+# The twins, both homes of every row of the twin table: above the selector, reached only through
+# aiowheel._impl.
+TWINS = {home for _, pure, compiled, _ in TWIN_TABLE for home in (pure, compiled)}
 SELECTOR_LAYER = LAYERS["aiowheel._impl"]
 
 # The compiled parts, and the compiled parts each may cimport: the wheel, the layer below. (The
@@ -184,7 +178,7 @@ def python_imports(module: str, text: str, is_package: bool) -> Iterator[str]:
                     package = package.rpartition(".")[0]
                 base = f"{package}.{base}".rstrip(".")
             for alias in node.names:
-                # `from aiowheel import wheel` imports the submodule aiowheel.wheel.
+                # `from aiowheel import _wheel` imports the submodule aiowheel._wheel.
                 yield f"{base}.{alias.name}"
 
 
@@ -309,9 +303,7 @@ def compiled_violations(graph: dict[str, set[str]]) -> list[str]:
 
 def test_every_compiled_part_is_a_node_of_its_own() -> None:
     """The twin table's compiled homes are exactly the parts here, each with its .pxd."""
-    from aiowheel._impl import TWINS
-
-    assert {compiled for _, _, compiled, _ in TWINS} == set(COMPILED_ARROWS)
+    assert {compiled for _, _, compiled, _ in TWIN_TABLE} == set(COMPILED_ARROWS)
     files = sources()
     for part in COMPILED_ARROWS:
         names = {path.name for path, _ in files[part]}
@@ -336,11 +328,11 @@ def made_up(**modules: str) -> dict[str, set[str]]:
 
 def test_the_checker_fails_on_an_upward_import_inside_a_function() -> None:
     graph = made_up(
-        aiowheel__wheel="def f():\n    from aiowheel.timer import Timer\n",
+        aiowheel___wheel="def f():\n    from aiowheel.timer import Timer\n",
         aiowheel__timer="from aiowheel._impl import TimerCore\n",
         aiowheel___impl="",
     )
-    assert violations(graph) == ["aiowheel.wheel (layer 1) imports aiowheel.timer (layer 4)"]
+    assert violations(graph) == ["aiowheel._wheel (layer 1) imports aiowheel.timer (layer 4)"]
 
 
 def test_the_checker_fails_on_an_upward_type_checking_import() -> None:
@@ -442,7 +434,7 @@ def test_the_checker_reads_cython_imports() -> None:
 PRIVATE_ENTRY_FIELDS = re.compile(r"\._(bucket|index|ticks|seq)\b")
 # The wheel twins' own sources: the pure wheel and the compiled wheel's parts (not the Timer core).
 WHEEL_SOURCES = {
-    "wheel.py",
+    "_wheel.py",
     "_cwheel.pyx",
     "_cwheel.pxd",
     "_cchecks.pxi",

@@ -1,4 +1,4 @@
-"""Tests for :mod:`aiowheel.wheel`: the guarantees of ``HierarchicalWheel``, one section each.
+"""Tests for :mod:`aiowheel._wheel`: the guarantees of ``HierarchicalWheel``, one section each.
 
 Everything runs in virtual time: times are plain numbers handed to ``add`` and ``advance``.
 

@@ -18,7 +18,7 @@ This package owns the demo the README leads with. In one process, on 127.0.0.1 o
 While it runs, a status line shows connections, touches per second, expiries, the Timer's
 lateness and the event loop's own lag; at the end a summary table, and a verdict.
 
-The verdict (:func:`judge`) is computed from what both sides recorded, in the loop's clock.
+The verdict (``judge``) is computed from what both sides recorded, in the loop's clock.
 Real time is involved, so each rule says exactly what it compares:
 
 * **never early** -- every expiry happens at least ``timeout`` after the last touch the server
@@ -49,32 +49,16 @@ wait bounded by ``TEARDOWN_TIMEOUT``. The demo needs ``rich`` (the ``cli`` extra
 output, and ``uvloop`` (the ``uvloop`` extra) only with ``--uvloop``.
 
 One concern per module: ``_config`` (the parameters and constants), ``_verdict`` (what is
-recorded, and :func:`judge`), ``_server``, ``_fleet``, ``_run`` (the two together, and the status
+recorded, and ``judge``), ``_server``, ``_fleet``, ``_run`` (the two together, and the status
 line), ``_summary`` (the table) and ``_cli`` (the open-file limit, the arguments, ``main``).
 """
 
-from aiowheel.demo._cli import add_arguments, config_from_args, ensure_fd_limit, main
+from aiowheel.demo._cli import main
 from aiowheel.demo._config import DemoConfig
-from aiowheel.demo._fleet import Fleet
 from aiowheel.demo._run import DemoReport, run_demo
-from aiowheel.demo._server import IdleServer
-from aiowheel.demo._summary import print_report, summary_table
-from aiowheel.demo._verdict import ClientRecord, Verdict, judge, plan_clients
+from aiowheel.demo._summary import print_report
+from aiowheel.demo._verdict import Verdict
 
-__all__ = [
-    "ClientRecord",
-    "DemoConfig",
-    "DemoReport",
-    "Fleet",
-    "IdleServer",
-    "Verdict",
-    "add_arguments",
-    "config_from_args",
-    "ensure_fd_limit",
-    "judge",
-    "main",
-    "plan_clients",
-    "print_report",
-    "run_demo",
-    "summary_table",
-]
+# What a user of the demo from Python needs: a configuration, the run and its report, and the
+# command line's own entry point. The parts (server, fleet, judge...) stay in their modules.
+__all__ = ["DemoConfig", "DemoReport", "Verdict", "main", "print_report", "run_demo"]

@@ -2,7 +2,7 @@
 
 Deliberately naive and independent of :mod:`aiowheel.spark`: a dict of per-key event lists,
 sorted, de-duplicated and walked one event at a time. Only the deadline comes from the real
-wheel (:func:`aiowheel.wheel.ceil_ticks`), since that rounding *is* the rule.
+wheel (:func:`aiowheel._wheel.ceil_ticks`), since that rounding *is* the rule.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
-from aiowheel.wheel import ceil_ticks
+from aiowheel._wheel import ceil_ticks
 
 Event = tuple[str, float, str, "str | None"]
 Expiry = tuple[str, float, float, float]

@@ -149,7 +149,7 @@ def test_deadline_rounds_up_to_the_tick(spark: SparkSession) -> None:
 
 
 def test_deadline_is_when_the_wheel_fires_on_awkward_floats() -> None:
-    from aiowheel.wheel import HierarchicalWheel
+    from aiowheel._wheel import HierarchicalWheel
 
     for tick in (0.001, 0.01, 0.1, 0.3, 1 / 3, 7.0):
         for last_seen in (0.1, 0.7, 12.345, 1e6 + 0.001, 1.7e9 + 0.123):
