@@ -311,7 +311,8 @@ cdef class TimerCore:
         ``delay`` is any real number: an int or a float is added to the clock as asyncio does,
         another number (a Fraction, a Decimal, a numpy scalar) exactly, the sum rounded up to a
         float, so the callback never runs before ``now + delay``. A negative delay is due at
-        once (it still runs in a later pass of the driver, never inline). Raises TypeError for a
+        once (it still runs in a later pass of the driver, never inline). The callback runs in
+        ``context`` (default: a copy of the current context). Raises TypeError for a
         non-number, a non-callable or a coroutine function, ValueError for NaN or infinity or a
         deadline beyond the wheel's range, RuntimeError if the Timer is not running,
         PendingLimitError beyond ``max_pending``.

@@ -28,8 +28,8 @@ class HierarchicalWheel(Generic[P]):
     def wheel_size(self) -> int: ...
     def __init__(
         self,
-        tick: SupportsFloat = 0.001,
-        wheel_size: SupportsIndex = 64,
+        tick: SupportsFloat = ...,
+        wheel_size: SupportsIndex = ...,
         start: SupportsFloat = 0.0,
     ) -> None: ...
     def __len__(self) -> int: ...

@@ -96,6 +96,7 @@ from aiowheel._cint64 cimport _EXACT, _floordiv, _floormod, _gt, _lt
 import copyreg
 import math
 
+from aiowheel._defaults import DEFAULT_TICK, DEFAULT_WHEEL_SIZE
 from aiowheel._checks import (
     MAX_TICKS,
     MAX_WHEEL_SIZE,
@@ -203,7 +204,7 @@ cdef class HierarchicalWheel:
 
     # The fields, with the invariant each keeps, are declared in _cwheel.pxd.
 
-    def __init__(self, tick=0.001, wheel_size=64, start=0.0):
+    def __init__(self, tick=DEFAULT_TICK, wheel_size=DEFAULT_WHEEL_SIZE, start=0.0):
         cdef int64_t start_ticks
         tick = check_length(tick, "tick")
         wheel_size = check_count(wheel_size, "wheel_size", 2, MAX_WHEEL_SIZE)

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
 from aiowheel import _contract
 
@@ -49,6 +50,7 @@ __all__ = [
     "TimerHandle",
     "ceil_ticks",
     "compiled_impl",
+    "documented_by",
     "floor_ticks",
     "impl_named",
 ]
@@ -149,6 +151,31 @@ CPYTHON_FALLBACK: Final = COMPILED and any(
 """True if the compiled core runs and was built with ``AIOWHEEL_CPYTHON_FALLBACK=1``: every use
 of CPython's internals (``aiowheel/_ccpython.pxd``) replaced by a plain fallback on the
 public C API. :data:`CORE` is ``"compiled"`` either way."""
+
+_Layer = TypeVar("_Layer", bound=type)
+
+
+def documented_by(core: object, *names: str) -> Callable[[_Layer], _Layer]:
+    """Class decorator for a layer that holds a core: each of ``names`` -- a method or property
+    of the layer that forwards to the core, or that the core's own bound method stands in for
+    on the instance -- takes its docstring from ``core``, the pure twin's class. What the core
+    does is written once, there (the compiled twin carries the same text: ``tests/test_twins.py``
+    compares them); the layer's member has no docstring of its own, and TypeError says so if
+    it has one."""
+
+    def document(layer: _Layer) -> _Layer:
+        for name in names:
+            member = vars(layer)[name]
+            if member.__doc__:
+                raise TypeError(
+                    f"{layer.__name__}.{name} has a docstring of its own: its text is "
+                    f"{getattr(core, '__name__', core)}.{name}'s"
+                )
+            member.__doc__ = getattr(core, name).__doc__
+        return layer
+
+    return document
+
 
 if TYPE_CHECKING:
     # mypy holds both sides of every twin to its contract (aiowheel._contract): the pure modules

@@ -56,6 +56,7 @@ from aiowheel._checks import (
     check_length,
     out_of_range,
 )
+from aiowheel._defaults import DEFAULT_TICK, DEFAULT_WHEEL_SIZE
 
 if TYPE_CHECKING:
     from typing import SupportsFloat, SupportsIndex
@@ -213,8 +214,8 @@ class HierarchicalWheel(Generic[P]):
 
     def __init__(
         self,
-        tick: SupportsFloat = 0.001,
-        wheel_size: SupportsIndex = 64,
+        tick: SupportsFloat = DEFAULT_TICK,
+        wheel_size: SupportsIndex = DEFAULT_WHEEL_SIZE,
         start: SupportsFloat = 0.0,
     ) -> None:
         # The tick as an int or the nearest float (any real number is accepted, see _checks).

@@ -95,6 +95,19 @@ __all__ = ["IdleTimeouts"]
 K = TypeVar("K", bound=Hashable)
 
 
+# One text per method: what the core does, the pure idle core's docstrings say, and these members
+# take them from there.
+@_impl.documented_by(
+    _impl.PURE.idle.IdleCore,
+    "touch",
+    "discard",
+    "__contains__",
+    "__len__",
+    "deadline",
+    "close",
+    "timeout",
+    "closed",
+)
 class IdleTimeouts(Generic[K]):
     """Call ``on_expire(key)`` once ``key`` has not been touched for ``timeout`` seconds.
 
@@ -130,58 +143,33 @@ class IdleTimeouts(Generic[K]):
         self._core = core
         self._timer = timer
         # The hot path without a frame of this class's: the core's methods, bound on the
-        # instance, stand in for the documented ones below.
+        # instance, stand in for the ones below (documented by the core's: see the decorator).
         vars(self).update(touch=core.touch, discard=core.discard, deadline=core.deadline)
 
     def touch(self, key: K) -> None:
-        """Start tracking ``key``, or start a new idle period for it: it now expires at
-        ``E(timer.time())`` unless touched or discarded before. O(1), no wheel operation.
-
-        If the key's previous period had already ended (``timer.time() >= E``), it expires
-        first: ``on_expire(key)`` is called for that period before the new one starts. Raises
-        RuntimeError before the Timer has started and once this object is closed. (Close it
-        before the Timer: once the Timer has closed, nothing expires any more.) Raises
-        :class:`~aiowheel.PendingLimitError` for a key not tracked yet whose deadline tick has
-        no wheel entry yet, if the Timer is at ``max_pending``: the key is then not tracked.
-        A key already tracked is never refused, nor is its re-filing in the driver. An
-        unhashable key raises TypeError, and an error of the key's ``__hash__`` or ``__eq__``
-        propagates, as from a dict; the key is then not tracked (or its period is unchanged).
-        """
         self._core.touch(key)
 
     def discard(self, key: K) -> bool:
-        """Stop tracking ``key``; return whether it was tracked. O(1).
-
-        A key whose period had already ended (``timer.time() >= E``) expires instead:
-        ``on_expire(key)`` is called for that period and the result is False.
-        """
         return bool(self._core.discard(key))
 
     def __contains__(self, key: object) -> bool:
-        """True while ``key`` is tracked (until its expiry is processed or it is discarded)."""
         return key in self._core
 
     def __len__(self) -> int:
-        """Number of tracked keys."""
         return len(self._core)
 
     def deadline(self, key: K) -> float | None:
-        """When ``key`` expires (``E`` of its current period), or None if it is not tracked."""
         return self._core.deadline(key)
 
     def close(self) -> None:
-        """Stop tracking every key without expiring any, and take the wheel entries off the
-        Timer. Afterwards ``touch`` raises RuntimeError. Idempotent."""
         self._core.close()
 
     @property
     def timeout(self) -> float:
-        """Seconds of silence after which a key expires."""
         return self._core.timeout
 
     @property
     def closed(self) -> bool:
-        """True once ``close()`` was called."""
         return bool(self._core.closed)
 
     @property

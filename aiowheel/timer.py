@@ -91,6 +91,7 @@ from aiowheel._checks import (
     not_copyable,
     not_running,
 )
+from aiowheel._defaults import DEFAULT_TICK, DEFAULT_WHEEL_SIZE
 from aiowheel._impl import TimerHandle
 from aiowheel._lateness import LATENESS_BOUNDS
 from aiowheel.timeouts import Timeout
@@ -389,6 +390,9 @@ def _nothing(*args: Any) -> None:
     return None
 
 
+# One text per method: the ones the core's own bound methods stand in for (or that forward to
+# it) take the pure Timer core's docstrings.
+@_impl.documented_by(_impl.PURE.timer.TimerCore, "call_later", "call_at", "__len__")
 class Timer:
     """A hierarchical timing wheel driven on the running event loop.
 
@@ -421,8 +425,8 @@ class Timer:
 
     def __init__(
         self,
-        tick: SupportsFloat = 0.001,
-        wheel_size: SupportsIndex = 64,
+        tick: SupportsFloat = DEFAULT_TICK,
+        wheel_size: SupportsIndex = DEFAULT_WHEEL_SIZE,
         *,
         max_pending: SupportsIndex | None = None,
         exception_handler: Callable[[dict[str, Any]], object] | None = None,
@@ -444,7 +448,8 @@ class Timer:
         # True once entered: _backend is set and aclose() must stop it.
         self._entered = False
         # The hot path without a frame of the Timer's: the core's methods (C methods on the
-        # compiled twin), bound on the instance, stand in for the class's documented ones;
+        # compiled twin), bound on the instance, stand in for the class's ones (documented by
+        # the core's: see the decorator);
         # `time` is the loop's clock itself once the Timer starts.
         vars(self).update(
             call_later=timer_core.call_later,
@@ -526,17 +531,6 @@ class Timer:
         *args: Any,
         context: contextvars.Context | None = None,
     ) -> TimerHandle:
-        """Run ``callback(*args)`` in ``delay`` seconds; like ``loop.call_later``.
-
-        ``delay`` is any real number: an int or a float is added to the clock as asyncio does,
-        another number (a Fraction, a Decimal, a numpy scalar) exactly, the sum rounded up to a
-        float, so the callback never runs before ``now + delay``. A negative delay is due at
-        once (it still runs in a later pass of the driver, never inline). The callback runs in
-        ``context`` (default: a copy of the current context). Raises TypeError for a
-        non-number, a non-callable or a coroutine function, ValueError for NaN or infinity or a
-        deadline beyond the wheel's range, RuntimeError if the Timer is not running,
-        PendingLimitError beyond ``max_pending``.
-        """
         return self._core.call_later(delay, callback, *args, context=context)  # type: ignore[return-value]  # either side's handle
 
     def call_at(
@@ -546,11 +540,6 @@ class Timer:
         *args: Any,
         context: contextvars.Context | None = None,
     ) -> TimerHandle:
-        """Run ``callback(*args)`` at loop time ``when``; like ``loop.call_at``.
-
-        ``when`` is any real number; one that is not an int or a float is rounded up to a float
-        (``handle.when()``). Checks and errors as for :meth:`call_later`.
-        """
         return self._core.call_at(when, callback, *args, context=context)  # type: ignore[return-value]  # either side's handle
 
     def schedule(self, delay: SupportsFloat, fn: Callable[..., Any], *args: Any) -> Job[Any]:
@@ -600,7 +589,6 @@ class Timer:
         await self.schedule_at(deadline, _nothing)
 
     def __len__(self) -> int:
-        """Timers and jobs pending in the wheel."""
         return len(self._core)
 
     # -- timeouts -----------------------------------------------------------------------------

@@ -1,10 +1,10 @@
 """Tests of the demo (aiowheel.demo) and the command line that runs it (aiowheel.__main__).
 
-The demo's verdict is a pure function of what was recorded (``judge`` of ``aiowheel.demo._verdict``), so its
-rules are tested on hand-made records with exact times. The demo itself runs on real sockets in
-real time; it is run end to end a few times, small and short: as the command a user types (on
-asyncio and on uvloop), and in-process with a server whose timeout is deliberately too short, to
-see the demo catch it. Those runs assert the verdict, never a duration.
+The demo's verdict is a pure function of what was recorded (``aiowheel.demo._verdict.judge``),
+so its rules are tested on hand-made records with exact times. The demo itself runs on real
+sockets in real time; it is run end to end a few times, small and short: as the command a user
+types (on asyncio and on uvloop), and in-process with a server whose timeout is deliberately too
+short, to see the demo catch it. Those runs assert the verdict, never a duration.
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ LAYERS: dict[str, int] = {
     "aiowheel.exceptions": 0,
     "aiowheel._checks": 0,
     "aiowheel._lateness": 0,
+    "aiowheel._defaults": 0,
     "aiowheel._cint64": 0,
     "aiowheel._ccpython": 0,
     "aiowheel._ccontext": 0,
@@ -103,6 +104,7 @@ COMPILED_ARROWS: dict[str, set[str]] = {
 # What a compiled part may import besides: the shared contract and the shared C plumbing.
 COMPILED_MAY_USE = {
     "aiowheel._checks",
+    "aiowheel._defaults",
     "aiowheel._lateness",
     "aiowheel.exceptions",
     "aiowheel._cint64",

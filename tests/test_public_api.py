@@ -182,11 +182,10 @@ GONE = {
 
 def public_modules() -> list[str]:
     """Every module of the package with no part of its dotted name starting with ``_``."""
-    found = ["aiowheel"]
-    for info in pkgutil.walk_packages(aiowheel.__path__, "aiowheel."):
-        if not any(part.startswith("_") for part in info.name.split(".")):
-            found.append(info.name)
-    return found
+    found = [info.name for info in pkgutil.walk_packages(aiowheel.__path__, "aiowheel.")]
+    return ["aiowheel"] + [
+        name for name in found if not any(part.startswith("_") for part in name.split("."))
+    ]
 
 
 def test_every_public_module_is_pinned() -> None:

@@ -13,6 +13,7 @@ What the twins *do* alike is tested elsewhere, on both sides in one process (the
 
 from __future__ import annotations
 
+import difflib
 import doctest
 import importlib
 import inspect
@@ -136,3 +137,48 @@ def test_the_table_is_a_literal_the_build_can_read() -> None:
         )
     ]
     assert ast.literal_eval(value) == _impl.TWINS
+
+
+# -- one text per method: the layers that hold a core --------------------------------------------
+
+#: Each layer that holds a core, with its core's class (the pure twin's, whose text the compiled
+#: twin's carries).
+LAYERS = [
+    (aiowheel.Timer, _impl.PURE.timer.TimerCore),
+    (aiowheel.IdleTimeouts, _impl.PURE.idle.IdleCore),
+]
+
+
+def docstring(text: str | None) -> str:
+    return inspect.cleandoc(text or "")
+
+
+@pytest.mark.parametrize(("layer", "core_class"), LAYERS, ids=lambda v: v.__name__)
+def test_a_layers_member_named_as_its_cores_is_documented_once(
+    layer: type, core_class: type
+) -> None:
+    # A member the layer shares with its core either takes the core's very docstring (the
+    # decorator _impl.documented_by) or says something else: no copy of the text to drift.
+    shared = {name for name in vars(layer) if name in vars(core_class) and name != "__init__"}
+    assert {"__len__", "closed"} <= shared
+    for name in shared:
+        mine, cores = vars(layer)[name].__doc__, vars(core_class)[name].__doc__
+        if mine is cores:
+            continue
+        similar = difflib.SequenceMatcher(None, docstring(mine), docstring(cores)).ratio()
+        assert similar < 0.6, (
+            f"{layer.__name__}.{name} copies {core_class.__name__}.{name}'s docstring"
+        )
+
+
+def test_documented_by_refuses_a_member_with_a_text_of_its_own() -> None:
+    class Core:
+        def touch(self) -> None:
+            """The core's text."""
+
+    class Layer:
+        def touch(self) -> None:
+            """A second text."""
+
+    with pytest.raises(TypeError, match=r"Layer.touch has a docstring of its own"):
+        _impl.documented_by(Core, "touch")(Layer)
