@@ -31,7 +31,7 @@ SPARK = "spark"
 def version_line() -> str:
     """What ``--version`` prints: the version, the core that runs and the Python it runs on."""
     python = f"{platform.python_implementation()} {platform.python_version()}"
-    return f"aiowheel {aiowheel.__version__} ({aiowheel.CORE} core, {python})"
+    return f"aiowheel {aiowheel.__version__} ({aiowheel.IMPLEMENTATION} implementation, {python})"
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,21 +2,21 @@
 
 :data:`aiowheel._impl.TWINS` says where each twin lives; this module says what it is. Per row of
 the table there is a Protocol of the module (``WheelTwin``, ``TimerTwin``, ``LoopTwin``,
-``IdleTwin``: the names the row lists) and Protocols of what those names make. Both sides are
+``IdleTwin``: the names the row lists) and Protocols of what those names make. Both twins are
 held to them twice:
 
 * by mypy, which checks the pure module and the compiled part's stub (``_c*.pyi``) against the
-  module's Protocol (:class:`aiowheel._impl.Impl` types its fields with them, and ``_impl`` builds
-  one Impl of each side's modules under ``TYPE_CHECKING``): a method whose parameters drift on
-  one side fails the type check;
+  module's Protocol (:class:`aiowheel._impl.Implementation` types its fields with them, and
+  ``_impl`` builds one of each implementation's modules under ``TYPE_CHECKING``): a method whose
+  parameters drift in one twin fails the type check;
 * at run time by ``tests/test_twins.py``, generated from the table: the same public names,
-  docstrings and parameters on both sides.
+  docstrings and parameters in both twins.
 
 The layers above hold their cores typed with these Protocols (:class:`aiowheel.Timer` its
 ``TimerCore``, :class:`aiowheel.IdleTimeouts` its ``IdleCore``, the wheel loops their
 ``LoopCore``), so they can use only what the contract says. The docstrings of the pure modules
-say what each method does; here is only its shape. Where an argument is one of the same side's
-own objects (an entry, a handle), it is typed ``Any``: the two sides' classes are distinct types.
+say what each method does; here is only its shape. Where an argument is one of the same twin's
+own objects (an entry, a handle), it is typed ``Any``: the two twins' classes are distinct types.
 """
 
 from __future__ import annotations

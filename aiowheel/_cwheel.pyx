@@ -4,7 +4,7 @@
 """The compiled twin of :mod:`aiowheel._wheel`: the same wheel, in Cython.
 
 :mod:`aiowheel._wheel` is the specification. This module has the same public API, guarantees,
-error types and messages and docstrings; the wheel tests run on both (the ``impl`` fixture in
+error types and messages and docstrings; the wheel tests run on both (the ``twins`` fixture in
 ``tests/conftest.py``) and ``tests/test_impl.py`` drives both with the same random operations and
 compares every observable result. Pick an implementation through :mod:`aiowheel._impl`, not by
 importing this module. Every check of a user's input, and every error message, comes from
@@ -67,7 +67,7 @@ below only what their ``.pxd`` declares, and take its checks and messages from
 :mod:`aiowheel._checks`, never from the pure twin; give it the pure twin's ``__all__`` and a
 ``.pyi`` stub, add it to :data:`aiowheel._impl.TWINS` (``setup.py`` builds what the table names)
 and to ``COMPILED_ARROWS`` in ``tests/test_layers.py``, and run its tests on both twins with the
-``impl`` fixture. An entry's private fields (``_bucket``, ``_index``, ``_ticks``, ``_seq``) stay
+``twins`` fixture. An entry's private fields (``_bucket``, ``_index``, ``_ticks``, ``_seq``) stay
 the wheel's -- ``tests/test_layers.py`` greps for them: a part creates entries with
 ``_init_entry``, takes one out with ``HierarchicalWheel._unfile`` (O(1); it tells whether the
 entry's bucket emptied, as ``remove_entry`` does) and reads ``deadline`` and ``payload`` with

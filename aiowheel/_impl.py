@@ -1,4 +1,5 @@
-"""The twin table: which cores have a compiled twin, where each side lives, and which one runs.
+"""The twin table: which cores have a compiled twin, where each twin lives, and which
+implementation runs.
 
 Four cores have two twins with one contract, as in aio-libs' packages (propcache, frozenlist,
 multidict): a pure-Python module that specifies it, and a compiled counterpart (Cython) that
@@ -16,12 +17,18 @@ implements the same names with the same behaviour, errors and tests.
 build's list of compiled parts) read it; nothing else names the twins' modules. It is a plain
 literal so that ``setup.py`` can read it without importing the package.
 
-An :class:`Impl` is one side, every core of it: ``impl.timer.TimerCore`` and so on. The two sides
-are never mixed (the compiled Timer core files its handles in the compiled wheel).
-:data:`SELECTED` is the side this process runs: the compiled one if it was built, else the pure
-one; set ``AIOWHEEL_NO_EXTENSIONS`` to a non-empty value before the first ``import aiowheel`` to
-force pure Python. :data:`CORE` is its name, published as :data:`aiowheel.CORE`. A layer that
-holds a core is made from :data:`SELECTED` by default, or from the side :func:`impl_named` names.
+The words (docs/how-it-works.md says them too): the **implementation** is the choice between the
+compiled and the pure twins, named ``"compiled"`` or ``"pure"`` (:data:`IMPLEMENTATIONS`); an
+:class:`Implementation` holds one implementation's twin of every row (``twins.timer.TimerCore``
+and so on), and the two are never mixed (the compiled Timer core files its handles in the
+compiled wheel). A **core** is what a layer holds: a ``TimerCore``, ``LoopCore`` or ``IdleCore``
+instance made from one implementation's twins.
+
+:data:`SELECTED` is the implementation this process runs: the compiled one if it was built,
+else the pure one; set ``AIOWHEEL_NO_EXTENSIONS`` to a non-empty value before the first
+``import aiowheel`` to force pure Python. :data:`IMPLEMENTATION` is its name, published as
+:data:`aiowheel.IMPLEMENTATION`. A layer that holds a core makes it from :data:`SELECTED` by
+default, or from the implementation :func:`implementation_named` names.
 """
 
 from __future__ import annotations
@@ -37,22 +44,23 @@ from aiowheel import _contract
 
 __all__ = [
     "COMPILED",
-    "CORE",
     "CPYTHON_FALLBACK",
+    "IMPLEMENTATION",
+    "IMPLEMENTATIONS",
     "PURE",
     "SELECTED",
     "TWINS",
     "Entry",
     "HierarchicalWheel",
-    "Impl",
+    "Implementation",
     "LoopTimerHandle",
     "TimerCore",
     "TimerHandle",
     "ceil_ticks",
-    "compiled_impl",
+    "compiled_implementation",
     "documented_by",
     "floor_ticks",
-    "impl_named",
+    "implementation_named",
 ]
 
 #: Every twin: (its name, its pure module, its compiled module, the names both export).
@@ -74,11 +82,15 @@ TWINS: Final = (
 )
 
 
+#: The implementations' names, as ``Timer(implementation=...)`` takes them.
+IMPLEMENTATIONS: Final = ("compiled", "pure")
+
+
 @dataclass(frozen=True, repr=False)
-class Impl:
-    """One side of every twin: ``name`` is ``"compiled"`` or ``"pure"``; ``wheel``, ``timer``,
-    ``loop`` and ``idle`` are that side's module of each core, which exports the names
-    :data:`TWINS` lists for it."""
+class Implementation:
+    """One implementation's twins: ``name`` is ``"compiled"`` or ``"pure"``; ``wheel``,
+    ``timer``, ``loop`` and ``idle`` are its twin of each row of :data:`TWINS`, the module that
+    exports the names the row lists."""
 
     name: Literal["compiled", "pure"]
     wheel: _contract.WheelTwin
@@ -87,70 +99,73 @@ class Impl:
     idle: _contract.IdleTwin
 
     def __repr__(self) -> str:
-        return f"<Impl {self.name}>"
+        return f"<Implementation {self.name}>"
 
 
-def _side(name: Literal["compiled", "pure"]) -> Impl:
-    """Import every core of one side; ImportError if a compiled part is not built."""
-    cores: dict[str, ModuleType] = {
-        twin: importlib.import_module(pure if name == "pure" else compiled)
-        for twin, pure, compiled, _ in TWINS
+def _load(name: Literal["compiled", "pure"]) -> Implementation:
+    """Import every twin of one implementation; ImportError if a compiled part is not built."""
+    twins: dict[str, ModuleType] = {
+        row: importlib.import_module(pure if name == "pure" else compiled)
+        for row, pure, compiled, _ in TWINS
     }
-    return Impl(name, **cores)
+    return Implementation(name, **twins)
 
 
-def compiled_impl() -> Impl | None:
-    """The compiled side, or None if it is not built or ``AIOWHEEL_NO_EXTENSIONS`` is set."""
+def compiled_implementation() -> Implementation | None:
+    """The compiled implementation, or None if it is not built or ``AIOWHEEL_NO_EXTENSIONS``
+    is set."""
     if os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
         return None
     try:
-        return _side("compiled")
+        return _load("compiled")
     except ImportError:  # not built: no C compiler or Cython at install time
         return None
 
 
-PURE: Final = _side("pure")
-"""The pure-Python side: always there."""
+PURE: Final = _load("pure")
+"""The pure-Python implementation: always there."""
 
-SELECTED: Final = compiled_impl() or PURE
-"""The side this process runs: compiled if built (and not switched off), else pure."""
+SELECTED: Final = compiled_implementation() or PURE
+"""The implementation this process runs: compiled if built (and not switched off), else pure."""
 
 COMPILED: Final = SELECTED is not PURE
-"""True if :data:`SELECTED` is the compiled side."""
+"""True if :data:`SELECTED` is the compiled implementation."""
 
-_COMPILED_SIDE: Final = SELECTED if COMPILED else None
+_COMPILED_IMPLEMENTATION: Final = SELECTED if COMPILED else None
 
 
-def impl_named(name: str | None) -> Impl:
-    """The side called ``name``: ``"compiled"`` or ``"pure"``; None: :data:`SELECTED`.
+def implementation_named(name: str | None) -> Implementation:
+    """The implementation called ``name``: ``"compiled"`` or ``"pure"``; None: :data:`SELECTED`.
 
-    For a layer that holds a core (``Timer(core=...)``). RuntimeError for ``"compiled"`` when it
-    is not built or ``AIOWHEEL_NO_EXTENSIONS`` is set; ValueError for another name.
+    For a layer that holds a core (``Timer(implementation=...)``). RuntimeError for
+    ``"compiled"`` when it is not built or ``AIOWHEEL_NO_EXTENSIONS`` is set; ValueError for
+    another name.
     """
     if name is None:
         return SELECTED
     if name == "pure":
         return PURE
     if name == "compiled":
-        if _COMPILED_SIDE is None:
+        if _COMPILED_IMPLEMENTATION is None:
             raise RuntimeError(
-                "core='compiled': the compiled core is not built for this interpreter (no C "
-                "compiler at install time) or AIOWHEEL_NO_EXTENSIONS is set; use core='pure' "
-                "or None"
+                "implementation='compiled': the compiled implementation is not built for this "
+                "interpreter (no C compiler at install time) or AIOWHEEL_NO_EXTENSIONS is set; "
+                "use implementation='pure' or None"
             )
-        return _COMPILED_SIDE
-    raise ValueError(f"core must be 'compiled', 'pure' or None, got {name!r}")
+        return _COMPILED_IMPLEMENTATION
+    raise ValueError(f"implementation must be 'compiled', 'pure' or None, got {name!r}")
 
 
-CORE: Literal["compiled", "pure"] = SELECTED.name
-"""Which core runs, by name: ``"compiled"`` or ``"pure"`` (published as :data:`aiowheel.CORE`)."""
+IMPLEMENTATION: Literal["compiled", "pure"] = SELECTED.name
+"""Which implementation runs, by name: ``"compiled"`` or ``"pure"`` (published as
+:data:`aiowheel.IMPLEMENTATION`)."""
 
 CPYTHON_FALLBACK: Final = COMPILED and any(
-    getattr(SELECTED, twin).CPYTHON_FALLBACK for twin, _, _, _ in TWINS
+    getattr(SELECTED, row).CPYTHON_FALLBACK for row, _, _, _ in TWINS
 )
-"""True if the compiled core runs and was built with ``AIOWHEEL_CPYTHON_FALLBACK=1``: every use
-of CPython's internals (``aiowheel/_ccpython.pxd``) replaced by a plain fallback on the
-public C API. :data:`CORE` is ``"compiled"`` either way."""
+"""True if the compiled implementation runs and was built with ``AIOWHEEL_CPYTHON_FALLBACK=1``:
+every use of CPython's internals (``aiowheel/_ccpython.pxd``) replaced by a plain fallback on the
+public C API. :data:`IMPLEMENTATION` is ``"compiled"`` either way."""
 
 _Layer = TypeVar("_Layer", bound=type)
 
@@ -178,7 +193,7 @@ def documented_by(core: object, *names: str) -> Callable[[_Layer], _Layer]:
 
 
 if TYPE_CHECKING:
-    # mypy holds both sides of every twin to its contract (aiowheel._contract): the pure modules
+    # mypy holds both twins of every row to its contract (aiowheel._contract): the pure modules
     # and the compiled parts' stubs, each checked against the Protocol of its row.
     from aiowheel import (
         _cidlecore,
@@ -191,10 +206,10 @@ if TYPE_CHECKING:
         _wheel,
     )
 
-    _PURE_CONTRACT = Impl("pure", _wheel, _timercore, _loopcore, _idlecore)
-    _COMPILED_CONTRACT = Impl("compiled", _cwheel, _ctimercore, _cloopcore, _cidlecore)
+    _PURE_CONTRACT = Implementation("pure", _wheel, _timercore, _loopcore, _idlecore)
+    _COMPILED_CONTRACT = Implementation("compiled", _cwheel, _ctimercore, _cloopcore, _cidlecore)
 
-# The selected side's names, for the layers above (type checkers see the pure classes; the
+# The selected implementation's names, for the layers above (type checkers see the pure classes; the
 # compiled parts' stubs, aiowheel/_cwheel.pyi and the others, declare the same API).
 if TYPE_CHECKING:
     from aiowheel._loopcore import TimerHandle as LoopTimerHandle

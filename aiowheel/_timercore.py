@@ -11,9 +11,9 @@ which are the contract both twins keep, and binds ``call_later``, ``call_at`` an
 This module is the specification of that hot path; ``aiowheel/_ctimercore.pyx`` is its
 compiled twin (the extension ``aiowheel._ctimercore``), with the same behaviour and error
 messages, and :mod:`aiowheel._impl` declares both (a Timer is made with either:
-``Timer(core=...)``). Both run the whole test suite. Where the twin stores things differently
-(untracked handles, shared context snapshots), its docstring says why; nothing a user can
-observe differs.
+``Timer(implementation=...)``). Both run the whole test suite. Where the twin stores things
+differently (untracked handles, shared context snapshots), its docstring says why; nothing a user
+can observe differs.
 """
 
 from __future__ import annotations

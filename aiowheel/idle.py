@@ -60,7 +60,8 @@ How it stays cheap -- lazy re-filing, grouped by tick:
   that filing comes due (at most ``timeout`` plus a tick later), or is reused by a new touch.
 * The state and the hot path live in the idle core, which ``IdleTimeouts`` holds: pure Python
   in :mod:`aiowheel._idlecore` (the specification), compiled (``aiowheel._cidlecore``) when
-  the extensions are built; an ``IdleTimeouts`` runs the twin its Timer runs (``timer.core``).
+  the extensions are built; an ``IdleTimeouts`` runs the implementation its Timer runs
+  (``timer.implementation``).
   Its ``touch``, ``discard`` and ``deadline`` are the core's own methods, bound on the
   ``IdleTimeouts``: the compiled ``touch`` runs no Python frame. Both twins pass the same
   tests.
@@ -139,7 +140,9 @@ class IdleTimeouts(Generic[K]):
         seconds = check_ticks(check_length(timeout, "timeout"), "timeout", timer.tick)
         if not callable(on_expire):
             raise TypeError(f"on_expire must be callable, got {on_expire!r}")
-        core = _impl.impl_named(timer.core).idle.IdleCore(timer, seconds, on_expire)
+        core = _impl.implementation_named(timer.implementation).idle.IdleCore(
+            timer, seconds, on_expire
+        )
         self._core = core
         self._timer = timer
         # The hot path without a frame of this class's: the core's methods, bound on the

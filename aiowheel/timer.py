@@ -5,10 +5,10 @@ its statistics. The hot path -- ``call_later``/``call_at``, the handles they ret
 (:class:`TimerHandle`), cancellation and the dispatch of a due batch -- is the Timer's core, which
 the Timer holds (one per Timer) and drives through the core's public methods: pure Python in
 :mod:`aiowheel._timercore`, with a compiled twin; :mod:`aiowheel._impl` declares both, and a
-Timer runs the selected one unless told otherwise (``core=``). What differs between event loops
-(reading the clock, sleeping, spawning a task, reporting an error) lives in
-:mod:`aiowheel._backends`, one small adapter per loop. The features built on the Timer (idle
-expiry, timeouts) use it through :class:`TimerHost`, the few public methods listed there.
+Timer runs the selected implementation unless told otherwise (``implementation=``). What
+differs between event loops (reading the clock, sleeping, spawning a task, reporting an error)
+lives in :mod:`aiowheel._backends`, one small adapter per loop. The features built on the Timer
+(idle expiry, timeouts) use it through :class:`TimerHost`, the few public methods listed there.
 
 How the driver works: it sleeps until the wheel's earliest non-empty bucket expires, advances the
 wheel to the loop's current time, runs what is due in (deadline, scheduling order), and sleeps
@@ -412,10 +412,11 @@ class Timer:
         exception_handler: called with asyncio's context dict (``message``, ``exception``,
             ``handle``) when a callback raises. Default: ``loop.call_exception_handler`` on
             asyncio, the ``aiowheel`` logger on trio.
-        core: which twin of the core runs the wheel and the dispatch, ``"compiled"`` or
-            ``"pure"``; None (the default): :data:`aiowheel.CORE`, the compiled one if it was
-            built. Both behave the same; a test may run on each. ``"compiled"`` raises
-            RuntimeError when it is not built (or ``AIOWHEEL_NO_EXTENSIONS`` is set).
+        implementation: which implementation of the core runs the wheel and the dispatch,
+            ``"compiled"`` or ``"pure"``; None (the default): :data:`aiowheel.IMPLEMENTATION`,
+            the compiled one if it was built. Both behave the same; a test may run on each.
+            ``"compiled"`` raises RuntimeError when it is not built (or
+            ``AIOWHEEL_NO_EXTENSIONS`` is set).
 
     A Timer is the :class:`~aiowheel.TimerHost` of the features built on it (idle expiry,
     timeouts): the methods they use are public and listed there.
@@ -430,14 +431,14 @@ class Timer:
         *,
         max_pending: SupportsIndex | None = None,
         exception_handler: Callable[[dict[str, Any]], object] | None = None,
-        core: Literal["compiled", "pure"] | None = None,
+        implementation: Literal["compiled", "pure"] | None = None,
     ) -> None:
         limit = None
         if max_pending is not None:
             limit = check_count(max_pending, "max_pending", 1, optional=True)
-        impl = _impl.impl_named(core)
-        timer_core: TimerCore = impl.timer.TimerCore(tick, wheel_size, limit)
-        self._impl = impl
+        twins = _impl.implementation_named(implementation)
+        timer_core: TimerCore = twins.timer.TimerCore(tick, wheel_size, limit)
+        self._implementation = twins.name
         self._core = timer_core
         self._max_pending = limit
         # As the wheel checked and converted them.
@@ -511,9 +512,9 @@ class Timer:
         return bool(self._core.closed)
 
     @property
-    def core(self) -> Literal["compiled", "pure"]:
-        """Which twin of the core this Timer runs: ``"compiled"`` or ``"pure"``."""
-        return self._impl.name
+    def implementation(self) -> Literal["compiled", "pure"]:
+        """Which implementation this Timer's core is: ``"compiled"`` or ``"pure"``."""
+        return self._implementation
 
     def _check_running(self) -> NoReturn:
         raise RuntimeError(CLOSED if self._core.closed else NOT_RUNNING)

@@ -8,7 +8,7 @@ scenario at one size, so no variant inherits another's heap, caches or garbage.
 
 A :class:`Variant` says which event loop it runs on and, if it uses aiowheel, which wheel: the
 suite sets ``AIOWHEEL_NO_EXTENSIONS=1`` in the child's environment for ``pure`` and removes it
-for ``compiled``, and the child checks that :data:`aiowheel.CORE` agrees before it
+for ``compiled``, and the child checks that :data:`aiowheel.IMPLEMENTATION` agrees before it
 measures anything.
 
 CPU figures are ``time.process_time()`` deltas of the child, divided by the operation count;
@@ -234,10 +234,10 @@ def _check_wheel(variant: Variant) -> None:
         return
     import aiowheel
 
-    if variant.wheel != aiowheel.CORE:
+    if variant.wheel != aiowheel.IMPLEMENTATION:
         raise RuntimeError(
             f"{variant.name!r} expects the {variant.wheel} wheel, "
-            f"but aiowheel selected the {aiowheel.CORE} one"
+            f"but aiowheel selected the {aiowheel.IMPLEMENTATION} one"
         )
 
 

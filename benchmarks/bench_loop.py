@@ -308,7 +308,11 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
             f"{args.n:,} request tasks x {args.requests} requests (asyncio.timeout + "
             f"asyncio.wait_for each) + {args.n:,} sleeping tasks"
         )
-    wheel = "compiled" if aiowheel.CORE == "compiled" else "pure Python (AIOWHEEL_NO_EXTENSIONS)"
+    wheel = (
+        "compiled"
+        if aiowheel.IMPLEMENTATION == "compiled"
+        else "pure Python (AIOWHEEL_NO_EXTENSIONS)"
+    )
     print(f"n = {args.n:,}: {shape}; medians of {args.rounds} round(s); the wheel: {wheel}")
     header = (
         f"{'variant':<15}{'CPU s':>9}{'(min-max)':>15}{'peak RSS MiB':>14}{'tracemalloc MiB':>17}"
@@ -381,7 +385,11 @@ def instructions(args: argparse.Namespace, variant: str, workload: str, n: int) 
 
 def callgrind_report(args: argparse.Namespace, variants: list[str]) -> None:
     """Instructions per operation, by the n / 2n difference, for each workload and variant."""
-    wheel = "compiled" if aiowheel.CORE == "compiled" else "pure Python (AIOWHEEL_NO_EXTENSIONS)"
+    wheel = (
+        "compiled"
+        if aiowheel.IMPLEMENTATION == "compiled"
+        else "pure Python (AIOWHEEL_NO_EXTENSIONS)"
+    )
     print(f"instructions per operation (callgrind, n = {args.n:,} and {2 * args.n:,}); {wheel}")
     header = f"{'workload':<10}" + "".join(f"{variant:>16}" for variant in variants)
     print(header)

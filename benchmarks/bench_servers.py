@@ -543,7 +543,7 @@ def environment() -> dict[str, str]:
         "uvicorn": version_of("uvicorn"),
         "websockets": version_of("websockets"),
         "uvloop": version_of("uvloop"),
-        "wheel": "compiled" if aiowheel.CORE == "compiled" else "pure Python",
+        "wheel": "compiled" if aiowheel.IMPLEMENTATION == "compiled" else "pure Python",
     }
 
 

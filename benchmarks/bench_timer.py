@@ -10,7 +10,7 @@ benchmarks/results/. See docs/benchmarks.md.
 does: each workload runs under valgrind's callgrind at ``n`` and ``2n`` operations, in a fresh
 interpreter per run, and the difference of the two totals divided by the ``n`` extra operations
 is the instructions per operation -- the same count on a busy machine as on an idle one, with
-the interpreter's start-up and the Timer's set-up cancelled out. On both cores (the pure one
+the interpreter's start-up and the Timer's set-up cancelled out. On both implementations (the pure one
 with ``AIOWHEEL_NO_EXTENSIONS=1``), one operation each:
 
 * *churn*: ``timer.call_later`` of 60-70 s and the ``cancel()`` of the one made 1000
@@ -41,9 +41,10 @@ from collections.abc import Callable
 
 import suite
 
+from aiowheel._impl import IMPLEMENTATIONS
+
 #: The callgrind workloads, each one operation per step (see the module docstring).
 WORKLOADS = ("churn", "fire", "schedule", "touch")
-CORES = ("compiled", "pure")
 
 
 def _noop() -> None:
@@ -135,9 +136,9 @@ def run_child(workload: str, n: int) -> None:
         loop.close()
 
 
-def instructions(core: str, workload: str, n: int) -> int:
+def instructions(implementation: str, workload: str, n: int) -> int:
     """CPU instructions callgrind counts for a whole child run of ``workload`` at ``n``."""
-    environ = os.environ | {"AIOWHEEL_NO_EXTENSIONS": "1" if core == "pure" else ""}
+    environ = os.environ | {"AIOWHEEL_NO_EXTENSIONS": "1" if implementation == "pure" else ""}
     with tempfile.TemporaryDirectory() as scratch:
         command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out"]
         command += [sys.executable, __file__, "--child", workload, "-n", str(n)]
@@ -148,16 +149,16 @@ def instructions(core: str, workload: str, n: int) -> int:
     return int(match.group(1))
 
 
-def callgrind_report(n: int, workloads: list[str], cores: list[str]) -> None:
-    """Instructions per operation, by the n / 2n difference, per workload and core."""
+def callgrind_report(n: int, workloads: list[str], implementations: list[str]) -> None:
+    """Instructions per operation, by the n / 2n difference, per workload and implementation."""
     print(f"instructions per operation (callgrind, n = {n:,} and {2 * n:,})")
-    header = f"{'workload':<10}" + "".join(f"{core:>12}" for core in cores)
+    header = f"{'workload':<10}" + "".join(f"{name:>12}" for name in implementations)
     print(header)
     print("-" * len(header))
     for workload in workloads:
         cells = [
-            (instructions(core, workload, 2 * n) - instructions(core, workload, n)) / n
-            for core in cores
+            (instructions(name, workload, 2 * n) - instructions(name, workload, n)) / n
+            for name in implementations
         ]
         print(f"{workload:<10}" + "".join(f"{cell:>12,.0f}" for cell in cells))
 
@@ -181,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
         help="callgrind workloads (all)",
     )
     parser.add_argument(
-        "--cores", nargs="+", choices=CORES, default=list(CORES), help="callgrind cores (both)"
+        "--implementations",
+        nargs="+",
+        choices=IMPLEMENTATIONS,
+        default=list(IMPLEMENTATIONS),
+        help="callgrind implementations (both)",
     )
     parser.add_argument("--child", choices=WORKLOADS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -189,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         run_child(args.child, args.n[0])
         return 0
     if args.callgrind:
-        callgrind_report(args.n[0] if args.n else 20_000, args.workloads, args.cores)
+        callgrind_report(args.n[0] if args.n else 20_000, args.workloads, args.implementations)
         return 0
     forwarded = ["--scenarios", "lifecycle", "--rounds", str(args.rounds), "--seed", str(args.seed)]
     if args.quick:

@@ -8,33 +8,37 @@ Async tests use anyio's pytest plugin (``@pytest.mark.anyio``) and run three tim
   waits ask for the ``virtual_time`` fixture, which skips them there;
 * ``trio`` -- trio with ``MockClock(autojump_threshold=0)``: virtual time too.
 
-Twins. Every core with two twins -- the rows of :data:`aiowheel._impl.TWINS`: the wheel, the
-Timer core, the loop core, the idle core -- is tested on both sides in one pytest run. A test of
-the twins themselves takes the ``impl`` fixture: one side, an :class:`aiowheel._impl.Impl`
-(``impl.wheel.HierarchicalWheel``, ``impl.timer.TimerCore``, ``impl.idle.IdleCore``...), whose
-``impl.name`` is ``"pure"`` or ``"compiled"``; the compiled one is skipped when it is not built
-or ``AIOWHEEL_NO_EXTENSIONS`` is set. A test that needs one side says so with
-``@pytest.mark.impl("pure")`` or ``@pytest.mark.impl("compiled")``: with the fixture it then runs
-on that side only; without it, it is skipped unless :mod:`aiowheel._impl` selected that side.
+Implementations (the words are docs/how-it-works.md's). Every core with two twins -- the rows of
+:data:`aiowheel._impl.TWINS`: the wheel, the Timer core, the loop core, the idle core -- is tested
+on both implementations, compiled and pure, in one pytest run. A test of the twins themselves
+takes the ``twins`` fixture: one implementation's twins, an :class:`aiowheel._impl.Implementation`
+(``twins.wheel.HierarchicalWheel``, ``twins.timer.TimerCore``, ``twins.idle.IdleCore``...), whose
+``twins.name`` is ``"compiled"`` or ``"pure"``; the compiled one is skipped when it is not built
+or ``AIOWHEEL_NO_EXTENSIONS`` is set. A test that needs one implementation says so with
+``@pytest.mark.implementation("pure")`` or ``@pytest.mark.implementation("compiled")``: with the
+fixture it then runs on that one only; without it, it is skipped unless :mod:`aiowheel._impl`
+selected that one.
 
 Everything built on the twins -- the Timer, timeouts, idle expiry, the event loop -- holds a core
-made from one side of :mod:`aiowheel._impl`: the selected one unless told otherwise
-(``Timer(core="pure")``). A test of those layers takes the ``core`` fixture -- the name of the
-side under test, ``"compiled"`` or ``"pure"`` -- or its module asks for it with
-``pytestmark = pytest.mark.usefixtures("core")``: it then runs once per side in one pytest run,
-and whatever the test makes without naming a core runs on that side (for the test's length the
-fixture makes it :data:`aiowheel._impl.SELECTED`, which is what ``core=None`` means). The
-compiled side is skipped when it is not built; ``@pytest.mark.impl(...)`` narrows ``core`` as it
-narrows ``impl``, and a test taking both gets the same side in both. So ``scripts/test`` needs one
-pytest run per Python; a process started with ``AIOWHEEL_NO_EXTENSIONS=1`` still runs pure
+made from one implementation: the selected one unless told otherwise
+(``Timer(implementation="pure")``). A test of those layers takes the ``implementation`` fixture
+-- the name of the implementation under test, ``"compiled"`` or ``"pure"`` -- or its module asks
+for it with ``pytestmark = pytest.mark.usefixtures("implementation")``: it then runs once per
+implementation in one pytest run, and whatever the test makes without naming one runs on it (for
+the test's length the fixture makes it :data:`aiowheel._impl.SELECTED`, which is what
+``implementation=None`` means). The compiled one is skipped when it is not built;
+``@pytest.mark.implementation(...)`` narrows the ``implementation`` fixture as it narrows
+``twins``, and a test taking both gets the same implementation in both. So ``scripts/test``
+needs one pytest run per Python; a process started with ``AIOWHEEL_NO_EXTENSIONS=1`` still runs pure
 Python throughout (``tests/test_impl.py`` starts such processes and checks it).
 
-Which core and Python. The header of every run names them. ``scripts/test`` sets
+Which implementation and Python. The header of every run names them. ``scripts/test`` sets
 ``AIOWHEEL_EXPECT_CORE`` (``compiled`` or ``pure``) for each run, and a run whose process loaded
-the other core stops before collecting anything (a missing build would otherwise test the pure
-core quietly twice). Its run of the CPython fallback build (``AIOWHEEL_CPYTHON_FALLBACK=1``, see
-``aiowheel/_ccpython.pxd``) also sets ``AIOWHEEL_EXPECT_CPYTHON_FALLBACK=1``, and stops the
-same way unless :data:`aiowheel._impl.CPYTHON_FALLBACK` says that build was loaded.
+the other implementation stops before collecting anything (a missing build would otherwise test
+the pure one quietly twice). Its run of the CPython fallback build
+(``AIOWHEEL_CPYTHON_FALLBACK=1``, see ``aiowheel/_ccpython.pxd``) also sets
+``AIOWHEEL_EXPECT_CPYTHON_FALLBACK=1``, and stops the same way unless
+:data:`aiowheel._impl.CPYTHON_FALLBACK` says that build was loaded.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ import platform
 from typing import Any
 
 import pytest
-from twins import CORES, IMPLS, Impl, load_impl, load_side, selected_impl
+from twins import load_implementation
 
 import aiowheel
 from aiowheel import _impl
@@ -80,16 +84,18 @@ def virtual_time(backend_name: str) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "impl(name): run on that twin only, 'pure' or 'compiled' (see conftest.py)"
+        "markers",
+        "implementation(name): run on that implementation only, 'compiled' or 'pure' "
+        "(see conftest.py)",
     )
     expected = os.environ.get("AIOWHEEL_EXPECT_CORE")
-    if expected and expected != aiowheel.CORE:
+    if expected and expected != aiowheel.IMPLEMENTATION:
         raise pytest.UsageError(
-            f"AIOWHEEL_EXPECT_CORE={expected}: this run expected the {expected} core, but "
-            f"{_running()} loaded the {aiowheel.CORE} one from {_package_dir()}"
+            f"AIOWHEEL_EXPECT_CORE={expected}: this run expected the {expected} implementation, "
+            f"but {_running()} loaded the {aiowheel.IMPLEMENTATION} one from {_package_dir()}"
             + (
-                " (the compiled core is not built for this interpreter: reinstall aiowheel "
-                "with it, e.g. `pip install -e .`, where a C compiler is found)"
+                " (the compiled implementation is not built for this interpreter: reinstall "
+                "aiowheel with it, e.g. `pip install -e .`, where a C compiler is found)"
                 if expected == "compiled"
                 else ""
             )
@@ -98,8 +104,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if expected_fallback and not _impl.CPYTHON_FALLBACK:
         raise pytest.UsageError(
             f"AIOWHEEL_EXPECT_CPYTHON_FALLBACK is set, but {_running()} loaded the "
-            f"{aiowheel.CORE} core from {_package_dir()}, not a build made with "
-            "AIOWHEEL_CPYTHON_FALLBACK=1"
+            f"{aiowheel.IMPLEMENTATION} implementation from {_package_dir()}, not a build made "
+            "with AIOWHEEL_CPYTHON_FALLBACK=1"
         )
 
 
@@ -113,52 +119,60 @@ def _package_dir() -> str:
 
 def pytest_report_header(config: pytest.Config) -> str:
     fallback = " (the CPython fallback build)" if _impl.CPYTHON_FALLBACK else ""
-    core = f"the {aiowheel.CORE} core{fallback} on {_running()}"
-    return f"aiowheel {aiowheel.__version__}: {core}, from {_package_dir()}"
+    running = f"the {aiowheel.IMPLEMENTATION} implementation{fallback} on {_running()}"
+    return f"aiowheel {aiowheel.__version__}: {running}, from {_package_dir()}"
 
 
-def _marked_impl(node: Any) -> str | None:
-    marker = node.get_closest_marker("impl")
+def _marked_implementation(node: Any) -> str | None:
+    marker = node.get_closest_marker("implementation")
     if marker is None:
         return None
     (name,) = marker.args
-    if name not in IMPLS:
-        raise ValueError(f"@pytest.mark.impl({name!r}): expected one of {IMPLS}")
+    if name not in _impl.IMPLEMENTATIONS:
+        raise ValueError(
+            f"@pytest.mark.implementation({name!r}): expected one of {_impl.IMPLEMENTATIONS}"
+        )
     return str(name)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    marked = _marked_impl(metafunc.definition)
-    if "core" in metafunc.fixturenames:
-        cores = CORES if marked is None else (marked,)
-        if "impl" in metafunc.fixturenames:  # one side for both
+    marked = _marked_implementation(metafunc.definition)
+    names = _impl.IMPLEMENTATIONS if marked is None else (marked,)
+    if "implementation" in metafunc.fixturenames:
+        if "twins" in metafunc.fixturenames:  # one implementation for both
             metafunc.parametrize(
-                ("core", "impl"), [(name, name) for name in cores], indirect=True, ids=cores
+                ("implementation", "twins"),
+                [(name, name) for name in names],
+                indirect=True,
+                ids=list(names),
             )
         else:
-            metafunc.parametrize("core", cores, indirect=True, ids=list(cores))
-    elif "impl" in metafunc.fixturenames:
-        names = IMPLS if marked is None else (marked,)
-        metafunc.parametrize("impl", names, indirect=True, ids=list(names), scope="session")
+            metafunc.parametrize("implementation", names, indirect=True, ids=list(names))
+    elif "twins" in metafunc.fixturenames:
+        metafunc.parametrize("twins", names, indirect=True, ids=list(names), scope="session")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    marked = _marked_impl(item)
+    marked = _marked_implementation(item)
     fixturenames = getattr(item, "fixturenames", ())
-    if marked is not None and "impl" not in fixturenames and marked != selected_impl():
-        pytest.skip(f"needs the {marked} core; aiowheel._impl selected the {selected_impl()} one")
+    if marked is not None and "twins" not in fixturenames and marked != aiowheel.IMPLEMENTATION:
+        pytest.skip(
+            f"needs the {marked} implementation; aiowheel._impl selected the "
+            f"{aiowheel.IMPLEMENTATION} one"
+        )
 
 
 @pytest.fixture(scope="session")
-def impl(request: pytest.FixtureRequest) -> Impl:
-    """The twin under test (parametrized by ``pytest_generate_tests``)."""
-    return load_impl(request.param)
+def twins(request: pytest.FixtureRequest) -> _impl.Implementation:
+    """The twins under test: one implementation (parametrized by ``pytest_generate_tests``)."""
+    return load_implementation(request.param)
 
 
 @pytest.fixture
-def core(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The side under test, ``"compiled"`` or ``"pure"`` (parametrized by
-    ``pytest_generate_tests``): what a Timer made in the test without ``core=`` runs on."""
+def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The implementation under test, ``"compiled"`` or ``"pure"`` (parametrized by
+    ``pytest_generate_tests``): what a Timer made in the test without ``implementation=`` runs
+    on."""
     name: str = request.param
-    monkeypatch.setattr(_impl, "SELECTED", load_side(name))
+    monkeypatch.setattr(_impl, "SELECTED", load_implementation(name))
     return name

@@ -3,7 +3,7 @@
 No test module imports another (a helper two modules need lives here), and none imports
 ``conftest.py``: with ``tests/spark/conftest.py`` there are two modules named ``conftest``, and
 which one a plain ``from conftest import ...`` finds depends on collection order. The twins'
-table for the ``impl`` fixture is :mod:`twins`; what the servers started in a subprocess import
+table for the ``twins`` fixture is :mod:`twins`; what the servers started in a subprocess import
 is :mod:`served`.
 
 * Waiting: :data:`HANG`, :data:`POLL`, :func:`run_until`. A loaded machine can stall a

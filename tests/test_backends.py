@@ -29,7 +29,7 @@ from support import Boom, Fired, boom
 from aiowheel import Timer
 
 # Every test on both twins of the cores (the `core` fixture, see conftest.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("core")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("implementation")]
 
 
 # -- errors: the loop's exception handler, or the logger on trio -------------------------------

@@ -74,7 +74,7 @@ def test_writes_results_json_markdown_and_plots(quick_run: tuple[str, Path]) -> 
 
 
 def test_pure_and_compiled_variants_ran_on_their_own_wheel(quick_run: tuple[str, Path]) -> None:
-    # Each child checks aiowheel.CORE against its variant and fails if they differ,
+    # Each child checks aiowheel.IMPLEMENTATION against its variant and fails if they differ,
     # which would show as a failed row; here: both kinds of row are there.
     _, out = quick_run
     results = json.loads((out / "results.json").read_text())

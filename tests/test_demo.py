@@ -297,7 +297,7 @@ def test_cli_version(capsys: pytest.CaptureFixture[str]) -> None:
     python = f"{platform.python_implementation()} {platform.python_version()}"
     assert (
         capsys.readouterr().out
-        == f"aiowheel {aiowheel.__version__} ({aiowheel.CORE} core, {python})\n"
+        == f"aiowheel {aiowheel.__version__} ({aiowheel.IMPLEMENTATION} implementation, {python})\n"
     )
 
 

@@ -2,7 +2,7 @@
 
 The features built on a Timer -- idle expiry, timeouts -- use it only through
 :class:`~aiowheel.TimerHost`; these tests hold the Timer to it, name by name and behaviour
-by behaviour, on both twins of the core (``core`` fixture), and check ``Timer(core=...)``.
+by behaviour, on both twins of the core (``core`` fixture), and check ``Timer(implementation=...)``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import pytest
 from aiowheel import IdleTimeouts, Timer, TimerHost
 
 if TYPE_CHECKING:
-    from twins import Impl
+    from aiowheel._impl import Implementation
 
-pytestmark = pytest.mark.usefixtures("core")
+pytestmark = pytest.mark.usefixtures("implementation")
 
 TICK = 0.001
 
@@ -79,17 +79,17 @@ async def test_time_is_the_loops_clock_itself_once_started() -> None:
 
 
 @pytest.mark.anyio
-async def test_scheduling_methods_are_the_cores_own(impl: Impl) -> None:
+async def test_scheduling_methods_are_the_cores_own(twins: Implementation) -> None:
     """``call_later``, ``call_at`` and ``refile_at`` run no frame of the Timer's: they are the
     core's methods, bound on the Timer (the class's documented ones stand behind them)."""
     async with Timer(tick=TICK) as timer:
         for name in ("call_later", "call_at", "refile_at"):
             method = getattr(timer, name)
-            assert type(method.__self__) is impl.timer.TimerCore, name
+            assert type(method.__self__) is twins.timer.TimerCore, name
             handle = method(1.0, _noop)
-            assert isinstance(handle, impl.timer.TimerHandle)
+            assert isinstance(handle, twins.timer.TimerHandle)
             # The class's method does the same, one frame later.
-            assert isinstance(getattr(Timer, name)(timer, 1.0, _noop), impl.timer.TimerHandle)
+            assert isinstance(getattr(Timer, name)(timer, 1.0, _noop), twins.timer.TimerHandle)
 
 
 @pytest.mark.anyio
@@ -139,44 +139,47 @@ async def test_open_cancel_scope_needs_a_running_timer() -> None:
         timer.open_cancel_scope()
 
 
-# -- the twin a Timer runs ----------------------------------------------------------------------
+# -- the implementation a Timer runs ------------------------------------------------------------
 
 
-def test_a_timer_runs_the_core_it_is_given(core: str) -> None:
-    assert Timer().core == core  # the fixture's: what None means for the test
-    assert Timer(core=core).core == core  # type: ignore[arg-type]
-    assert Timer(core="pure").core == "pure"  # always there
+def test_a_timer_runs_the_implementation_it_is_given(implementation: str) -> None:
+    assert Timer().implementation == implementation  # the fixture's: what None means here
+    assert Timer(implementation=implementation).implementation == implementation  # type: ignore[arg-type]
+    assert Timer(implementation="pure").implementation == "pure"  # always there
 
 
 @pytest.mark.anyio
-async def test_idle_timeouts_run_the_idle_core_of_their_timers_twin(impl: Impl) -> None:
+async def test_idle_timeouts_run_the_idle_core_of_their_timers_twin(twins: Implementation) -> None:
     expired: list[str] = []
     async with Timer(tick=TICK) as timer:
         with IdleTimeouts(timer, 0.01, expired.append) as idle:
-            assert type(idle.touch.__self__) is impl.idle.IdleCore  # type: ignore[attr-defined]
+            assert type(idle.touch.__self__) is twins.idle.IdleCore  # type: ignore[attr-defined]
             idle.touch("a")
             await anyio.sleep(0.02)
     assert expired == ["a"]
 
 
-def test_a_core_not_named_is_refused() -> None:
-    with pytest.raises(ValueError, match="core must be 'compiled', 'pure' or None, got 'fast'"):
-        Timer(core="fast")  # type: ignore[arg-type]
+def test_an_implementation_not_named_is_refused() -> None:
+    with pytest.raises(
+        ValueError, match="implementation must be 'compiled', 'pure' or None, got 'fast'"
+    ):
+        Timer(implementation="fast")  # type: ignore[arg-type]
 
 
-def test_the_compiled_core_asked_for_where_it_is_not_loaded_is_a_clear_error() -> None:
+def test_the_compiled_implementation_asked_for_where_it_is_not_loaded_is_a_clear_error() -> None:
     code = (
         "from aiowheel import Timer\n"
-        "try:\n    Timer(core='compiled')\nexcept RuntimeError as exc:\n    print(exc)\n"
-        "print(Timer().core, Timer(core='pure').core)\n"
+        "try:\n    Timer(implementation='compiled')\nexcept RuntimeError as exc:\n    print(exc)\n"
+        "print(Timer().implementation, Timer(implementation='pure').implementation)\n"
     )
     environ = os.environ | {"AIOWHEEL_NO_EXTENSIONS": "1"}
     done = subprocess.run(
         [sys.executable, "-c", code], env=environ, capture_output=True, text=True, check=True
     )
     assert done.stdout.splitlines() == [
-        "core='compiled': the compiled core is not built for this interpreter (no C compiler at "
-        "install time) or AIOWHEEL_NO_EXTENSIONS is set; use core='pure' or None",
+        "implementation='compiled': the compiled implementation is not built for this "
+        "interpreter (no C compiler at install time) or AIOWHEEL_NO_EXTENSIONS is set; use "
+        "implementation='pure' or None",
         "pure pure",
     ]
 

@@ -28,19 +28,18 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from support import jump
-from twins import IMPLS, load_impl, selected_impl
+from twins import load_implementation
 
-from aiowheel import PendingLimitError, Timer
+import aiowheel
+from aiowheel import PendingLimitError, Timer, _impl
 from aiowheel.idle import IdleTimeouts
 from aiowheel.testing import VirtualTimeLoop, run
 
 if TYPE_CHECKING:
-    from twins import Impl
-
-    from aiowheel._impl import HierarchicalWheel
+    from aiowheel._impl import HierarchicalWheel, Implementation
 
 # Every test on both twins of the cores (the `core` fixture, see conftest.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("core")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("implementation")]
 
 TICK = 0.25
 
@@ -53,11 +52,11 @@ def expiry(t: float, timeout: float, tick: float) -> float:
     return float(ceil_rule(t + timeout, tick))
 
 
-def available_twins() -> list[Impl]:
+def available_twins() -> list[Implementation]:
     """The idle core's twins this process can run: the pure one, and the compiled one when
     :mod:`aiowheel._impl` selected it (it is built and not switched off)."""
-    names = IMPLS if selected_impl() == "compiled" else ("pure",)
-    return [load_impl(name) for name in names]
+    names = _impl.IMPLEMENTATIONS if aiowheel.IMPLEMENTATION == "compiled" else ("pure",)
+    return [load_implementation(name) for name in names]
 
 
 class HandClockHost:
@@ -302,9 +301,11 @@ async def test_rounding_up_to_the_tick(virtual_time: None) -> None:
     timeout=st.floats(min_value=1e-3, max_value=1e5),
     tick=st.sampled_from([0.001, 0.003, 0.01, 0.1, 0.25, 1.0, 1 / 3]),
 )
-def test_the_rule_is_the_wheels_rounding(impl: Impl, t: float, timeout: float, tick: float) -> None:
+def test_the_rule_is_the_wheels_rounding(
+    twins: Implementation, t: float, timeout: float, tick: float
+) -> None:
     # The documented E is exactly when either wheel fires the deadline t + timeout.
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=tick)
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=tick)
     wheel.add(t + timeout, "key")
     fired_at = None
     while fired_at is None:

@@ -37,7 +37,7 @@ from aiowheel import _timercore as pure_core
 from aiowheel import _wheel as pure
 
 if TYPE_CHECKING:
-    from twins import Impl
+    from aiowheel._impl import Implementation
 
 try:  # the compiled twins, one part per pure module (aiowheel._impl.TWINS)
     from aiowheel import _ctimercore as compiled_core
@@ -57,7 +57,8 @@ def selected(env: dict[str, str]) -> str:
         "import aiowheel, aiowheel._impl as i, aiowheel.timer as t; "
         "assert aiowheel.HierarchicalWheel is i.HierarchicalWheel; "
         "assert aiowheel.Entry is i.Entry and issubclass(t.TimerHandle, i.Entry); "
-        "assert t.TimerHandle is i.TimerHandle and t.Timer().core == aiowheel.CORE; "
+        "assert t.TimerHandle is i.TimerHandle; "
+        "assert t.Timer().implementation == aiowheel.IMPLEMENTATION; "
         "print(i.COMPILED, i.HierarchicalWheel.__module__, i.TimerCore.__module__)"
     )
     environ = {k: v for k, v in os.environ.items() if k != "AIOWHEEL_NO_EXTENSIONS"} | env
@@ -82,7 +83,7 @@ def test_an_empty_env_var_does_not_force_pure_python() -> None:
 
 def test_the_public_core_name_is_the_selected_one() -> None:
     expected = "compiled" if _impl.COMPILED else "pure"
-    assert expected == aiowheel.CORE
+    assert expected == aiowheel.IMPLEMENTATION
 
 
 @pytest.mark.parametrize("expected", ["compiled", "pure"])
@@ -458,7 +459,7 @@ def test_same_ceil_ticks_and_floor_ticks(data: st.DataObject, tick: Any) -> None
 # -- memory ---------------------------------------------------------------------------------------
 
 
-def test_a_cycle_through_a_pending_payload_is_collected(impl: Impl) -> None:
+def test_a_cycle_through_a_pending_payload_is_collected(twins: Implementation) -> None:
     """wheel -> entry -> payload -> wheel, as Timer -> wheel -> TimerHandle -> Timer: the garbage
     collector sees the wheel's references to its entries and frees the cycle."""
 
@@ -466,7 +467,7 @@ def test_a_cycle_through_a_pending_payload_is_collected(impl: Impl) -> None:
         pass
 
     owner = Owner()
-    owner.wheel = impl.wheel.HierarchicalWheel(tick=1)  # type: ignore[attr-defined]
+    owner.wheel = twins.wheel.HierarchicalWheel(tick=1)  # type: ignore[attr-defined]
     for deadline in (-1, 5, 5000):
         owner.wheel.add(deadline, owner)  # type: ignore[attr-defined]
     alive = weakref.ref(owner)
@@ -496,7 +497,7 @@ def test_deleted_entry_fields_raise_like_slots() -> None:
 # -- the compiled Timer core ---------------------------------------------------------------------
 
 
-@pytest.mark.impl("compiled")
+@pytest.mark.implementation("compiled")
 def test_a_pending_compiled_handle_costs_at_most_its_budget_of_heap() -> None:
     """A bound in bytes, not a speed: tracemalloc counts exactly what the Python heap holds.
     A pending ``call_at(when, callback, key)`` costs the handle (96 bytes: no GC header, the
@@ -536,7 +537,7 @@ def test_a_pending_compiled_handle_costs_at_most_its_budget_of_heap() -> None:
     assert 96 + 24 + 8 + extra <= per_timer <= 136 + extra, per_timer
 
 
-@pytest.mark.impl("compiled")
+@pytest.mark.implementation("compiled")
 def test_compiled_handles_are_untracked_share_snapshots_and_reference_nothing_once_done() -> None:
     """What makes handles without GC support safe (see aiowheel/_ctimercore.pyx): a handle out
     of the wheel references nothing. A job (a Python object, holding its entry) stays tracked;

@@ -1,7 +1,7 @@
 """Tests for the lateness histogram (:mod:`aiowheel._lateness`, ``TimerStats.lateness``) and the
 per-level counts of ``TimerStats.pending_per_level``.
 
-Two kinds of test. The twins' dispatch is driven directly on both cores (the ``impl`` fixture)
+Two kinds of test. The twins' dispatch is driven directly on both cores (the ``twins`` fixture)
 with a hand-moved clock -- a callback that moves it is a callback that blocked -- so every
 lateness, and hence every bucket, is exact. The Timer is tested on the three backends
 (``anyio_backend``), in virtual time where values are asserted exactly: a jump of the clock, a
@@ -20,9 +20,10 @@ from typing import Any
 import anyio
 import pytest
 from support import jump
-from twins import Impl, load_impl
+from twins import load_implementation
 
 from aiowheel import LatenessHistogram, Timer, TimerStats
+from aiowheel._impl import Implementation
 from aiowheel._lateness import CLOCK_STRIDE, LATENESS_BOUNDS, LATENESS_BUCKETS, lateness_bucket
 
 TICK = 0.001
@@ -67,14 +68,14 @@ class HandClock:
         return self.now
 
 
-def running_core(impl: Impl, clock: Callable[[], float]) -> Any:
-    """A Timer core of ``impl``, started as the Timer starts it, without a loop: arming the
+def running_core(twins: Implementation, clock: Callable[[], float]) -> Any:
+    """A Timer core of ``twins``, started as the Timer starts it, without a loop: arming the
     driver does nothing, and a callback's error fails the test."""
 
     def report(callback: object, args: object, exc: BaseException, handle: object) -> None:
         raise AssertionError(f"{callback!r}{args!r} raised") from exc
 
-    core = impl.timer.TimerCore(TICK, 64, None)
+    core = twins.timer.TimerCore(TICK, 64, None)
     core.start(clock, lambda when: None, report)
     return core
 
@@ -98,8 +99,8 @@ def max_lateness(core: Any) -> float:
     return float(core.counters()[2])
 
 
-def test_the_twins_start_with_empty_buckets(impl: Impl) -> None:
-    core = impl.timer.TimerCore(TICK, 64, None)
+def test_the_twins_start_with_empty_buckets(twins: Implementation) -> None:
+    core = twins.timer.TimerCore(TICK, 64, None)
     assert core.counters() == ((0,) * LATENESS_BUCKETS, 0.0, 0.0, 0)
 
 
@@ -115,10 +116,12 @@ VALUES = [
 
 
 @pytest.mark.parametrize("lateness", VALUES)
-def test_each_twin_counts_a_lateness_in_the_spec_bucket(impl: Impl, lateness: float) -> None:
+def test_each_twin_counts_a_lateness_in_the_spec_bucket(
+    twins: Implementation, lateness: float
+) -> None:
     # Due at 0.0 and run at `lateness`: the lateness is exactly `lateness`.
     clock = HandClock(0.0)
-    core = running_core(impl, clock)
+    core = running_core(twins, clock)
     core.call_at(0.0, lambda: None)
     clock.now = lateness
     core.run_due()
@@ -127,9 +130,11 @@ def test_each_twin_counts_a_lateness_in_the_spec_bucket(impl: Impl, lateness: fl
     assert max_lateness(core) == lateness
 
 
-def test_callbacks_held_up_by_earlier_ones_count_late_from_the_next_reading(impl: Impl) -> None:
+def test_callbacks_held_up_by_earlier_ones_count_late_from_the_next_reading(
+    twins: Implementation,
+) -> None:
     clock = HandClock(0.0)
-    core = running_core(impl, clock)
+    core = running_core(twins, clock)
     started: list[float] = []
 
     def blocks(seconds: float) -> None:
@@ -150,9 +155,9 @@ def test_callbacks_held_up_by_earlier_ones_count_late_from_the_next_reading(impl
     assert started_count(core) == 18
 
 
-def test_a_long_pass_reads_the_clock_before_every_16th_callback(impl: Impl) -> None:
+def test_a_long_pass_reads_the_clock_before_every_16th_callback(twins: Implementation) -> None:
     clock = HandClock(0.0)
-    core = running_core(impl, clock)
+    core = running_core(twins, clock)
     step = 2.0**-10  # each callback takes a binary-exact ~0.98 ms
     n = 40
 
@@ -172,9 +177,9 @@ def test_a_long_pass_reads_the_clock_before_every_16th_callback(impl: Impl) -> N
     assert started_count(core) == n
 
 
-def test_cancelled_in_its_pass_is_not_counted(impl: Impl) -> None:
+def test_cancelled_in_its_pass_is_not_counted(twins: Implementation) -> None:
     clock = HandClock(0.0)
-    core = running_core(impl, clock)
+    core = running_core(twins, clock)
     later = core.call_at(1.0, lambda: None)
     core.call_at(0.5, later.cancel)
     clock.now = 1.0  # one pass holds both; the first cancels the second
@@ -183,11 +188,11 @@ def test_cancelled_in_its_pass_is_not_counted(impl: Impl) -> None:
     assert lateness_sum(core) == 0.5  # the canceller's lateness only
 
 
-def test_the_16th_entry_reads_the_clock_even_when_it_was_cancelled(impl: Impl) -> None:
+def test_the_16th_entry_reads_the_clock_even_when_it_was_cancelled(twins: Implementation) -> None:
     """The re-read is every 16th *entry*: a callback that cancels the 16th does not leave the
     ones after it measured from a reading 31 callbacks old."""
     clock = HandClock(0.0)
-    core = running_core(impl, clock)
+    core = running_core(twins, clock)
     step = 2.0**-10
 
     def busy() -> None:
@@ -203,7 +208,7 @@ def test_the_16th_entry_reads_the_clock_even_when_it_was_cancelled(impl: Impl) -
     assert started_count(core) == 20
 
 
-def test_a_clock_that_raises_mid_pass_loses_no_timer(impl: Impl) -> None:
+def test_a_clock_that_raises_mid_pass_loses_no_timer(twins: Implementation) -> None:
     """An error of the clock at a re-read leaves the pass there: the entry it was about to run
     and the rest of the batch stay scheduled, counted nowhere; the next pass runs them."""
     clock = HandClock(0.0)
@@ -217,7 +222,7 @@ def test_a_clock_that_raises_mid_pass_loses_no_timer(impl: Impl) -> None:
                 raise OSError("the clock failed")
         return clock.now
 
-    core = running_core(impl, failing_once)
+    core = running_core(twins, failing_once)
     ran: list[int] = []
     for position in range(20):
         core.call_at(0.5, ran.append, position)
@@ -233,9 +238,9 @@ def test_a_clock_that_raises_mid_pass_loses_no_timer(impl: Impl) -> None:
     assert started_count(core) == 20
 
 
-def test_an_interrupted_pass_counts_what_it_started(impl: Impl) -> None:
+def test_an_interrupted_pass_counts_what_it_started(twins: Implementation) -> None:
     clock = HandClock(0.0)
-    core = running_core(impl, clock)
+    core = running_core(twins, clock)
 
     def interrupt() -> None:
         raise KeyboardInterrupt
@@ -253,7 +258,7 @@ def test_an_interrupted_pass_counts_what_it_started(impl: Impl) -> None:
     assert lateness_sum(core) == 0.75 + 0.5 + 0.25
 
 
-@pytest.mark.impl("compiled")
+@pytest.mark.implementation("compiled")
 def test_the_twins_count_the_same_random_passes() -> None:
     """Random batches with random blocking, on both twins: the same counts, sum and maximum."""
     rng = random.Random(7)
@@ -263,9 +268,9 @@ def test_the_twins_count_the_same_random_passes() -> None:
     ]
     outcomes = []
     for name in ("pure", "compiled"):
-        impl = load_impl(name)
+        twins = load_implementation(name)
         clock = HandClock(100.0)
-        core = running_core(impl, clock)
+        core = running_core(twins, clock)
 
         def blocks(seconds: float, clock: HandClock = clock) -> None:
             clock.now += seconds

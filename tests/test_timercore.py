@@ -23,9 +23,8 @@ from aiowheel._checks import CLOSED, NOT_RUNNING
 from aiowheel._lateness import LATENESS_BUCKETS
 
 if TYPE_CHECKING:
-    from twins import Impl
-
     from aiowheel._backends import Backend
+    from aiowheel._impl import Implementation
 
 
 class HandClock:
@@ -51,9 +50,9 @@ class Driver:
         raise AssertionError(f"{callback!r}{args!r} raised") from exc
 
 
-def started(impl: Impl, clock: Callable[[], float]) -> tuple[Any, Driver]:
-    """A core of ``impl`` (tick 1 s, 8 slots a level), started on ``clock``."""
-    core = impl.timer.TimerCore(1.0, 8, None)
+def started(twins: Implementation, clock: Callable[[], float]) -> tuple[Any, Driver]:
+    """A core of ``twins`` (tick 1 s, 8 slots a level), started on ``clock``."""
+    core = twins.timer.TimerCore(1.0, 8, None)
     driver = Driver()
     core.start(clock, driver.arm, driver.report)
     return core, driver
@@ -63,8 +62,8 @@ def _noop() -> None:
     pass
 
 
-def test_a_new_core_is_neither_running_nor_closed_and_refuses_work(impl: Impl) -> None:
-    core = impl.timer.TimerCore(0.5, 16, None)
+def test_a_new_core_is_neither_running_nor_closed_and_refuses_work(twins: Implementation) -> None:
+    core = twins.timer.TimerCore(0.5, 16, None)
     assert (core.tick, core.wheel_size, core.running, core.closed, len(core)) == (
         0.5,
         16,
@@ -80,9 +79,11 @@ def test_a_new_core_is_neither_running_nor_closed_and_refuses_work(impl: Impl) -
         core.time()
 
 
-def test_start_gives_the_core_its_clock_and_starts_the_wheel_at_its_time(impl: Impl) -> None:
+def test_start_gives_the_core_its_clock_and_starts_the_wheel_at_its_time(
+    twins: Implementation,
+) -> None:
     clock = HandClock(100.0)
-    core, driver = started(impl, clock)
+    core, driver = started(twins, clock)
     assert core.running and not core.closed
     assert core.time is clock
     handle = core.call_later(2.5, _noop)
@@ -91,12 +92,14 @@ def test_start_gives_the_core_its_clock_and_starts_the_wheel_at_its_time(impl: I
     assert driver.armed == [103.0]  # the bucket of 102.5, which ends at 103
 
 
-def test_filing_arms_the_driver_only_when_the_next_deadline_gets_earlier(impl: Impl) -> None:
+def test_filing_arms_the_driver_only_when_the_next_deadline_gets_earlier(
+    twins: Implementation,
+) -> None:
     """The first rule: filing arms the wheel's next deadline if that is earlier than the time
     armed -- not for a later deadline, not for one in the bucket already armed (the driver wakes
     for it anyway), and the same on both twins (the pure twin armed again for the latter while
     the Timer subclassed its core)."""
-    core, driver = started(impl, HandClock(0.0))
+    core, driver = started(twins, HandClock(0.0))
     core.call_at(5.0, _noop)
     assert driver.armed == [5.0]
     core.call_at(7.0, _noop)  # later
@@ -110,13 +113,13 @@ def test_filing_arms_the_driver_only_when_the_next_deadline_gets_earlier(impl: I
 
 
 def test_nothing_arms_during_a_pass_and_rearm_arms_the_next_deadline_whatever_was_armed(
-    impl: Impl,
+    twins: Implementation,
 ) -> None:
     """The second rule: from ``run_due`` until ``rearm`` the driver is dispatching and filing
     arms nothing; ``rearm`` then arms the wheel's next deadline, also when it is not earlier
     than the time armed, and None once nothing is pending. Closed, it arms nothing."""
     clock = HandClock(0.0)
-    core, driver = started(impl, clock)
+    core, driver = started(twins, clock)
     ran: list[float] = []
     core.call_at(2.0, lambda: ran.append(core.call_at(2.5, _noop).when()))
     later = core.call_at(6.0, _noop)
@@ -141,9 +144,9 @@ def test_nothing_arms_during_a_pass_and_rearm_arms_the_next_deadline_whatever_wa
     assert driver.armed == [2.0, 3.0, 3.0, None]
 
 
-def test_an_empty_pass_still_counts_as_dispatching(impl: Impl) -> None:
+def test_an_empty_pass_still_counts_as_dispatching(twins: Implementation) -> None:
     clock = HandClock(0.0)
-    core, driver = started(impl, clock)
+    core, driver = started(twins, clock)
     core.run_due()  # nothing due
     core.call_at(1.0, _noop)
     assert driver.armed == []
@@ -152,10 +155,10 @@ def test_an_empty_pass_still_counts_as_dispatching(impl: Impl) -> None:
 
 
 def test_close_cancels_what_is_pending_and_returns_callbacks_and_args_in_deadline_order(
-    impl: Impl,
+    twins: Implementation,
 ) -> None:
     clock = HandClock(0.0)
-    core, _ = started(impl, clock)
+    core, _ = started(twins, clock)
 
     def first() -> None:
         pass
@@ -174,17 +177,21 @@ def test_close_cancels_what_is_pending_and_returns_callbacks_and_args_in_deadlin
         core.call_at(1.0, _noop)
 
 
-def test_close_before_start_cancels_nothing_and_refuses_the_start_of_work(impl: Impl) -> None:
-    core = impl.timer.TimerCore(1.0, 8, None)
+def test_close_before_start_cancels_nothing_and_refuses_the_start_of_work(
+    twins: Implementation,
+) -> None:
+    core = twins.timer.TimerCore(1.0, 8, None)
     assert core.close() == []
     assert core.closed and not core.running
     with pytest.raises(RuntimeError, match=re.escape(CLOSED)):
         core.call_later(1.0, _noop)
 
 
-def test_counters_count_started_callbacks_their_lateness_and_cancellations(impl: Impl) -> None:
+def test_counters_count_started_callbacks_their_lateness_and_cancellations(
+    twins: Implementation,
+) -> None:
     clock = HandClock(0.0)
-    core, _ = started(impl, clock)
+    core, _ = started(twins, clock)
     core.call_at(1.0, _noop)
     core.call_at(1.5, _noop)
     core.call_at(4.0, _noop).cancel()
@@ -200,7 +207,7 @@ def test_counters_count_started_callbacks_their_lateness_and_cancellations(impl:
 
 @pytest.mark.anyio
 async def test_the_timer_arms_its_backend_by_the_cores_rule(
-    core: str, monkeypatch: pytest.MonkeyPatch, virtual_time: None
+    implementation: str, monkeypatch: pytest.MonkeyPatch, virtual_time: None
 ) -> None:
     """A timer in the bucket already armed arms nothing more, on both twins (the pure twin, while
     the Timer subclassed it, armed the loop again: its ``_rearm`` was the Timer's)."""
@@ -220,7 +227,7 @@ async def test_the_timer_arms_its_backend_by_the_cores_rule(
 
     monkeypatch.setattr(aiowheel.timer, "current_backend", recording_backend)
     async with Timer(tick=1.0) as timer:
-        assert timer.core == core
+        assert timer.implementation == implementation
         start = timer.time()
         bucket_end = float(int(start) + 5)
         timer.call_at(bucket_end, _noop)

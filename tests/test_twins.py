@@ -6,7 +6,7 @@ defaults); the examples in its docstrings run on each side with that side's name
 the package agree with the table: every compiled part in the source tree is a row of it. A twin
 added to the table is covered here without a line of this module changing.
 
-What the twins *do* alike is tested elsewhere, on both sides in one process (the ``impl`` and
+What the twins *do* alike is tested elsewhere, on both sides in one process (the ``twins`` and
 ``core`` fixtures of ``conftest.py``): ``test_wheel.py``, ``tests/timer/``, ``test_idle.py``,
 ``test_loop*.py``, and ``test_impl.py``'s random operations compared step by step.
 """
@@ -26,8 +26,10 @@ import pytest
 import aiowheel
 from aiowheel import _impl
 
-COMPILED = _impl.compiled_impl()
-needs_compiled = pytest.mark.skipif(COMPILED is None, reason="the compiled side is not built")
+COMPILED = _impl.compiled_implementation()
+needs_compiled = pytest.mark.skipif(
+    COMPILED is None, reason="the compiled implementation is not built"
+)
 
 #: Every (twin, name) the table lists.
 NAMES = [(twin, name) for twin, _, _, names in _impl.TWINS for name in names]
@@ -44,10 +46,6 @@ def parameters(func: Callable[..., Any], *, method: bool) -> list[tuple[str, Any
     if method:
         params = params[1:]
     return [(p.name, p.kind, p.default) for p in params]
-
-
-def sides() -> list[_impl.Impl]:
-    return [_impl.PURE] if COMPILED is None else [_impl.PURE, COMPILED]
 
 
 @pytest.mark.parametrize(("twin", "pure", "compiled", "names"), _impl.TWINS, ids=lambda v: v)
@@ -95,13 +93,14 @@ def test_the_same_names_docstrings_and_parameters(twin: str, name: str) -> None:
             )
 
 
-@pytest.mark.parametrize("side", sides(), ids=lambda side: side.name)
-def test_the_examples_in_the_twins_docstrings_run_on_each_side(side: _impl.Impl) -> None:
-    globs = {name: getattr(getattr(side, twin), name) for twin, name in NAMES}
+def test_the_examples_in_the_twins_docstrings_run_on_each_implementation(
+    twins: _impl.Implementation,
+) -> None:
+    globs = {name: getattr(getattr(twins, twin), name) for twin, name in NAMES}
     finder = doctest.DocTestFinder(exclude_empty=True)
     ran = 0
     for twin, name in NAMES:
-        for test in finder.find(getattr(getattr(side, twin), name), name, module=False, globs={}):
+        for test in finder.find(getattr(getattr(twins, twin), name), name, module=False, globs={}):
             test.globs = dict(globs)
             report: list[str] = []
             result = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS).run(

@@ -31,9 +31,7 @@ from hypothesis.stateful import (
 )
 
 if TYPE_CHECKING:
-    from twins import Impl
-
-    from aiowheel._impl import Entry, HierarchicalWheel
+    from aiowheel._impl import Entry, HierarchicalWheel, Implementation
 
 # Ticks that stress float rounding in different ways: decimal fractions with no exact binary
 # form, a repeating binary fraction, a whole number, and a very fine tick.
@@ -100,42 +98,42 @@ def names(value: object) -> str:
 
 
 @pytest.mark.parametrize("tick", [0, 0.0, -1, -0.001, math.nan, math.inf, -math.inf])
-def test_tick_must_be_finite_and_positive(impl: Impl, tick: float) -> None:
+def test_tick_must_be_finite_and_positive(twins: Implementation, tick: float) -> None:
     with pytest.raises(ValueError, match=rf"tick .*{names(tick)}$"):
-        impl.wheel.HierarchicalWheel(tick=tick)
+        twins.wheel.HierarchicalWheel(tick=tick)
 
 
 @pytest.mark.parametrize("tick", ["1", True, None, b"1"])
-def test_tick_must_be_a_number(impl: Impl, tick: Any) -> None:
+def test_tick_must_be_a_number(twins: Implementation, tick: Any) -> None:
     with pytest.raises(TypeError, match=rf"tick .*{names(tick)}$"):
-        impl.wheel.HierarchicalWheel(tick=tick)
+        twins.wheel.HierarchicalWheel(tick=tick)
 
 
 @pytest.mark.parametrize("wheel_size", [1, 0, -64])
-def test_wheel_size_must_be_at_least_2(impl: Impl, wheel_size: int) -> None:
+def test_wheel_size_must_be_at_least_2(twins: Implementation, wheel_size: int) -> None:
     with pytest.raises(ValueError, match=rf"wheel_size .*{names(wheel_size)}$"):
-        impl.wheel.HierarchicalWheel(wheel_size=wheel_size)
+        twins.wheel.HierarchicalWheel(wheel_size=wheel_size)
 
 
 @pytest.mark.parametrize("wheel_size", [2.5, 64.0, "64", True])
-def test_wheel_size_must_be_an_int(impl: Impl, wheel_size: Any) -> None:
+def test_wheel_size_must_be_an_int(twins: Implementation, wheel_size: Any) -> None:
     with pytest.raises(TypeError, match=rf"wheel_size .*{names(wheel_size)}$"):
-        impl.wheel.HierarchicalWheel(wheel_size=wheel_size)
+        twins.wheel.HierarchicalWheel(wheel_size=wheel_size)
 
 
-def test_start_must_be_a_finite_number(impl: Impl) -> None:
+def test_start_must_be_a_finite_number(twins: Implementation) -> None:
     with pytest.raises(ValueError, match=names(math.nan)):
-        impl.wheel.HierarchicalWheel(start=math.nan)
+        twins.wheel.HierarchicalWheel(start=math.nan)
     with pytest.raises(ValueError, match=names(-math.inf)):
-        impl.wheel.HierarchicalWheel(start=-math.inf)
+        twins.wheel.HierarchicalWheel(start=-math.inf)
     with pytest.raises(TypeError, match=names("0")):
-        impl.wheel.HierarchicalWheel(start="0")  # type: ignore[arg-type]
+        twins.wheel.HierarchicalWheel(start="0")  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("deadline", [math.nan, math.inf, -math.inf])
-def test_add_rejects_non_finite_deadlines(impl: Impl, deadline: float) -> None:
+def test_add_rejects_non_finite_deadlines(twins: Implementation, deadline: float) -> None:
     """A bad deadline raises, names itself, and leaves the wheel untouched."""
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=1)
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=1)
     with pytest.raises(ValueError, match=rf"deadline .*{names(deadline)}$"):
         wheel.add(deadline, "x")
     assert len(wheel) == 0
@@ -143,15 +141,15 @@ def test_add_rejects_non_finite_deadlines(impl: Impl, deadline: float) -> None:
 
 
 @pytest.mark.parametrize("deadline", ["5", None, True, b"5"])
-def test_add_rejects_non_numbers(impl: Impl, deadline: Any) -> None:
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=1)
+def test_add_rejects_non_numbers(twins: Implementation, deadline: Any) -> None:
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=1)
     with pytest.raises(TypeError, match=rf"deadline .*{names(deadline)}$"):
         wheel.add(deadline, "x")
     assert len(wheel) == 0
 
 
-def test_advance_rejects_bad_times(impl: Impl) -> None:
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=1)
+def test_advance_rejects_bad_times(twins: Implementation) -> None:
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=1)
     with pytest.raises(ValueError, match=names(math.nan)):
         wheel.advance(math.nan)
     with pytest.raises(TypeError, match=names("1")):
@@ -159,26 +157,30 @@ def test_advance_rejects_bad_times(impl: Impl) -> None:
 
 
 @pytest.mark.parametrize("tick", TICKS)
-def test_times_2_52_ticks_or_more_from_zero_are_rejected(impl: Impl, tick: float) -> None:
+def test_times_2_52_ticks_or_more_from_zero_are_rejected(
+    twins: Implementation, tick: float
+) -> None:
     """Beyond 2**52 ticks floats cannot tell adjacent ticks apart: refuse rather than misfire."""
     far = 2**53 * tick
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=tick)
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=tick)
     for deadline in (far, -far, 1e308):
         with pytest.raises(ValueError, match=rf"{names(deadline)} is too far away"):
             wheel.add(deadline, "x")
     with pytest.raises(ValueError, match=rf"{names(far)} is too far away"):
         wheel.advance(far)
     with pytest.raises(ValueError, match="too far away"):
-        impl.wheel.HierarchicalWheel(tick=tick, start=far)
+        twins.wheel.HierarchicalWheel(tick=tick, start=far)
     assert len(wheel) == 0
     wheel.add(2**51 * tick, "near the limit is fine")
     assert len(wheel) == 1
 
 
-def test_nanosecond_tick_on_an_epoch_clock_is_rejected_not_fired_early(impl: Impl) -> None:
+def test_nanosecond_tick_on_an_epoch_clock_is_rejected_not_fired_early(
+    twins: Implementation,
+) -> None:
     """Regression: 1.79e18 ticks used to file this deadline one float step early, and
     ``advance(1793241449.6480036)`` returned it although its deadline is ...038."""
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=1e-9, start=0)
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=1e-9, start=0)
     with pytest.raises(ValueError, match="too far away"):
         wheel.add(1793241449.6480038, "x")
 
@@ -242,9 +244,11 @@ SEED_002_ADVANCES: list[
 ]
 
 
-def test_seed_002_trace(impl: Impl) -> None:
+def test_seed_002_trace(twins: Implementation) -> None:
     """Placement, on-demand levels, bucket expirations and every cascade of the article's trace."""
-    wheel: HierarchicalWheel[int] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=3, start=S + 20)
+    wheel: HierarchicalWheel[int] = twins.wheel.HierarchicalWheel(
+        tick=1, wheel_size=3, start=S + 20
+    )
     entries: dict[int, Entry[int]] = {}
     for task, (where, levels, buckets) in enumerate(SEED_002_INSERTS, start=1):
         entries[task] = wheel.add(S + 20 + task, task)
@@ -281,10 +285,10 @@ SCALES = pytest.mark.parametrize("scale", [1, 1000], ids=["ms", "s"])
 
 
 @SCALES
-def test_seed_000_level_0_slots(impl: Impl, scale: int) -> None:
+def test_seed_000_level_0_slots(twins: Implementation, scale: int) -> None:
     """2 ms goes to slot 2; 8 ms later to slot 10; 19 ms later reuses the expired slot 1."""
     tick = 1 / scale
-    wheel: HierarchicalWheel[int] = impl.wheel.HierarchicalWheel(tick=tick, wheel_size=20, start=0)
+    wheel: HierarchicalWheel[int] = twins.wheel.HierarchicalWheel(tick=tick, wheel_size=20, start=0)
     first = wheel.add(2 / scale, 2)
     assert wheel.locate(first) == (0, 2)
     assert wheel.advance(2 * tick) == [2]
@@ -301,10 +305,10 @@ def test_seed_000_level_0_slots(impl: Impl, scale: int) -> None:
 
 
 @SCALES
-def test_seed_000_overflow_levels_and_cascade(impl: Impl, scale: int) -> None:
+def test_seed_000_overflow_levels_and_cascade(twins: Implementation, scale: int) -> None:
     """350 ms sits on level 1; 450 ms on level 2, then cascades 2 -> 1 -> 0 and fires at 450."""
     tick = 1 / scale
-    wheel: HierarchicalWheel[int] = impl.wheel.HierarchicalWheel(tick=tick, wheel_size=20, start=0)
+    wheel: HierarchicalWheel[int] = twins.wheel.HierarchicalWheel(tick=tick, wheel_size=20, start=0)
 
     e350 = wheel.add(350 / scale, 350)
     assert wheel.levels == 2
@@ -366,9 +370,9 @@ FLOAT_EDGES = [
 
 
 @pytest.mark.parametrize(("tick", "deadline"), FLOAT_EDGES)
-def test_never_early_on_float_edges(impl: Impl, tick: float, deadline: float) -> None:
+def test_never_early_on_float_edges(twins: Implementation, tick: float, deadline: float) -> None:
     """Not due one float step before the deadline; due exactly on the tick it rounds up to."""
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(
         tick, 4, start=deadline - 10 * tick
     )
     wheel.add(deadline, "x")
@@ -394,7 +398,7 @@ TIMES = st.one_of(
     extra_nows=st.lists(TIMES, max_size=10),
 )
 def test_never_early_property(
-    impl: Impl,
+    twins: Implementation,
     *,
     tick: float,
     wheel_size: int,
@@ -406,7 +410,7 @@ def test_never_early_property(
 
     Probed at each deadline, one float step before it, its fire time, and random times.
     """
-    wheel: HierarchicalWheel[int] = impl.wheel.HierarchicalWheel(tick, wheel_size, start)
+    wheel: HierarchicalWheel[int] = twins.wheel.HierarchicalWheel(tick, wheel_size, start)
     for i, deadline in enumerate(deadlines):
         wheel.add(deadline, i)
     probes = {start, *extra_nows}
@@ -432,13 +436,13 @@ def test_never_early_property(
     nudge=st.sampled_from([-1, 0, 1]),
 )
 def test_never_early_up_to_the_range_limit(
-    impl: Impl, tick: float, ticks: int, sign: int, nudge: int
+    twins: Implementation, tick: float, ticks: int, sign: int, nudge: int
 ) -> None:
     """Deadlines just inside the 2**52-tick limit still round up onto a float tick correctly."""
     deadline = sign * ticks * tick
     if nudge:
         deadline = math.nextafter(deadline, nudge * math.inf)
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(
         tick, 64, start=deadline - 8 * tick
     )
     wheel.add(deadline, "x")
@@ -458,10 +462,10 @@ def test_never_early_up_to_the_range_limit(
     offsets=st.lists(st.floats(0, 1e4), min_size=1, max_size=40),
 )
 def test_at_most_one_tick_late_when_driven_by_next_deadline(
-    impl: Impl, tick: float, wheel_size: int, start: float, offsets: list[float]
+    twins: Implementation, tick: float, wheel_size: int, start: float, offsets: list[float]
 ) -> None:
     """Each payload comes out once, at the first tick at or after its deadline."""
-    wheel: HierarchicalWheel[int] = impl.wheel.HierarchicalWheel(tick, wheel_size, start)
+    wheel: HierarchicalWheel[int] = twins.wheel.HierarchicalWheel(tick, wheel_size, start)
     deadlines = [start + offset for offset in offsets]
     for i, deadline in enumerate(deadlines):
         wheel.add(deadline, i)
@@ -488,11 +492,11 @@ def test_at_most_one_tick_late_when_driven_by_next_deadline(
     [(6, 6, ["early", "late"]), (5.5, 5.9, ["early", "late"]), (5.9, 5.5, ["late", "early"])],
 )
 def test_order_survives_a_cascade_behind_a_direct_insert(
-    impl: Impl, early: float, late: float, expected: list[str]
+    twins: Implementation, early: float, late: float, expected: list[str]
 ) -> None:
     """Kafka's FIFO breaks here: an entry cascaded from level 1 lands behind one added straight
     into the same level-0 bucket. The batch is still ordered by (deadline, add order)."""
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=4, start=0)
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=4, start=0)
     first = wheel.add(early, "early")
     assert wheel.locate(first) == (1, 1)  # beyond level 0's [0, 4): level 1's [4, 8)
     assert wheel.advance(3) == []
@@ -503,20 +507,20 @@ def test_order_survives_a_cascade_behind_a_direct_insert(
     assert wheel.advance(6) == expected
 
 
-def test_sub_tick_deadlines_in_one_bucket_come_out_sorted(impl: Impl) -> None:
-    wheel: HierarchicalWheel[float] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=8, start=0)
+def test_sub_tick_deadlines_in_one_bucket_come_out_sorted(twins: Implementation) -> None:
+    wheel: HierarchicalWheel[float] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=8, start=0)
     entries = [wheel.add(d, d) for d in (5.7, 5.2, 6.0, 5.5)]
     assert {wheel.locate(e) for e in entries} == {(0, 6)}
     assert wheel.advance(6) == [5.2, 5.5, 5.7, 6.0]
 
 
 @pytest.mark.parametrize("tick", TICKS)
-def test_equal_deadlines_keep_add_order(impl: Impl, tick: float) -> None:
+def test_equal_deadlines_keep_add_order(twins: Implementation, tick: float) -> None:
     """Across levels and cascades, ties come out in add order; the whole run is sorted."""
     rng = random.Random(7)
     choices = [0, 3 * tick, 2.5 * tick, 700 * tick, 5000.5 * tick, 123456 * tick]
     deadlines = [rng.choice(choices) for _ in range(2000)]
-    wheel: HierarchicalWheel[int] = impl.wheel.HierarchicalWheel(tick, 8, start=-tick)
+    wheel: HierarchicalWheel[int] = twins.wheel.HierarchicalWheel(tick, 8, start=-tick)
     for i, deadline in enumerate(deadlines):
         wheel.add(deadline, i)
     out = [i for _, batch in drain(wheel) for i in batch]
@@ -526,8 +530,8 @@ def test_equal_deadlines_keep_add_order(impl: Impl, tick: float) -> None:
 # -- 7. remove ---------------------------------------------------------------------------------
 
 
-def test_remove_returns_true_once_and_the_entry_never_comes_out(impl: Impl) -> None:
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=8)
+def test_remove_returns_true_once_and_the_entry_never_comes_out(twins: Implementation) -> None:
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=8)
     kept, removed = wheel.add(5, "kept"), wheel.add(5, "removed")
     assert wheel.remove(removed) is True
     assert wheel.remove(removed) is False
@@ -543,9 +547,9 @@ def test_remove_returns_true_once_and_the_entry_never_comes_out(impl: Impl) -> N
     assert len(wheel) == 0
 
 
-def test_remove_entry_tells_whether_the_next_deadline_may_have_moved(impl: Impl) -> None:
+def test_remove_entry_tells_whether_the_next_deadline_may_have_moved(twins: Implementation) -> None:
     """The contract the wheel-backed loop re-arms its driver by: O(1), no heap work."""
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=8, start=0)
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=8, start=0)
     first, second, later = wheel.add(3, "a"), wheel.add(3, "b"), wheel.add(5, "c")
     due = wheel.add(-1, "due")
     assert wheel.remove_entry(first) is False  # its bucket still holds "b"
@@ -567,9 +571,9 @@ class Payload:
 
 
 @pytest.mark.parametrize("deadline", [5, 5000, -1], ids=["level-0", "level-2", "already-due"])
-def test_remove_releases_the_payload_at_once(impl: Impl, deadline: float) -> None:
+def test_remove_releases_the_payload_at_once(twins: Implementation, deadline: float) -> None:
     """No tombstone and no reference cycle keeps a removed payload alive (gc disabled)."""
-    wheel: HierarchicalWheel[Payload] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=8, start=0)
+    wheel: HierarchicalWheel[Payload] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=8, start=0)
     payload = Payload()
     alive = weakref.ref(payload)
     entry = wheel.add(deadline, payload)
@@ -583,8 +587,8 @@ def test_remove_releases_the_payload_at_once(impl: Impl, deadline: float) -> Non
         gc.enable()
 
 
-def test_fired_entry_releases_the_payload(impl: Impl) -> None:
-    wheel: HierarchicalWheel[Payload] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=8, start=0)
+def test_fired_entry_releases_the_payload(twins: Implementation) -> None:
+    wheel: HierarchicalWheel[Payload] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=8, start=0)
     entry = wheel.add(500, Payload())
     out = wheel.advance(500)
     assert len(out) == 1
@@ -598,8 +602,8 @@ def test_fired_entry_releases_the_payload(impl: Impl) -> None:
         gc.enable()
 
 
-def test_len_tracks_add_remove_and_advance(impl: Impl) -> None:
-    wheel: HierarchicalWheel[int] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=4)
+def test_len_tracks_add_remove_and_advance(twins: Implementation) -> None:
+    wheel: HierarchicalWheel[int] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=4)
     entries = [wheel.add(d, d) for d in range(1, 41)]
     assert len(wheel) == 40
     for entry in entries[::4]:
@@ -616,8 +620,8 @@ def test_len_tracks_add_remove_and_advance(impl: Impl) -> None:
     assert len(wheel) == 0
 
 
-def test_next_deadline_skips_buckets_emptied_by_remove(impl: Impl) -> None:
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=64)
+def test_next_deadline_skips_buckets_emptied_by_remove(twins: Implementation) -> None:
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=64)
     lone = wheel.add(500, "lone")
     wheel.remove(lone)
     assert wheel.next_deadline() is None
@@ -628,8 +632,8 @@ def test_next_deadline_skips_buckets_emptied_by_remove(impl: Impl) -> None:
     assert wheel.next_deadline() == 448  # level 1's bucket [448, 512)
 
 
-def test_removed_entry_is_left_behind_when_its_bucket_cascades(impl: Impl) -> None:
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=4)
+def test_removed_entry_is_left_behind_when_its_bucket_cascades(twins: Implementation) -> None:
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=4)
     a, b, c = wheel.add(50, "a"), wheel.add(50.5, "b"), wheel.add(51, "c")
     assert wheel.locate(a) == wheel.locate(b) == wheel.locate(c) == (2, 3)
     wheel.remove(b)
@@ -643,9 +647,11 @@ def test_removed_entry_is_left_behind_when_its_bucket_cascades(impl: Impl) -> No
 
 
 @pytest.mark.parametrize("deadline", [100, 99.5, 50, 0, -3, -1e6])
-def test_entry_added_already_due_comes_out_at_the_next_advance(impl: Impl, deadline: float) -> None:
+def test_entry_added_already_due_comes_out_at_the_next_advance(
+    twins: Implementation, deadline: float
+) -> None:
     """Even when that advance is given a time before the wheel's clock."""
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=8, start=100)
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=8, start=100)
     entry = wheel.add(deadline, "late")
     assert wheel.locate(entry) == (0, 100 % 8)
     assert wheel.next_deadline() == 100  # due now: the wheel's clock
@@ -654,8 +660,8 @@ def test_entry_added_already_due_comes_out_at_the_next_advance(impl: Impl, deadl
     assert wheel.next_deadline() is None
 
 
-def test_already_due_entries_join_the_due_batch_in_order(impl: Impl) -> None:
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=8, start=0)
+def test_already_due_entries_join_the_due_batch_in_order(twins: Implementation) -> None:
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=8, start=0)
     wheel.add(10, "on time")
     wheel.add(10, "tie, later")
     assert wheel.advance(9) == []
@@ -667,8 +673,10 @@ def test_already_due_entries_join_the_due_batch_in_order(impl: Impl) -> None:
     assert wheel.advance(12) == ["not yet"]
 
 
-def test_advance_before_the_clock_moves_nothing(impl: Impl) -> None:
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=0.25, wheel_size=4, start=1.3)
+def test_advance_before_the_clock_moves_nothing(twins: Implementation) -> None:
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(
+        tick=0.25, wheel_size=4, start=1.3
+    )
     assert wheel.now == 1.25
     wheel.add(2, "x")
     assert wheel.advance(1.75) == []
@@ -683,11 +691,11 @@ TEN_YEARS = 10 * 365 * 24 * 3600.0
 
 
 @pytest.mark.parametrize("wheel_size", [2, 20, 64])
-def test_deadline_ten_years_ahead(impl: Impl, wheel_size: int) -> None:
+def test_deadline_ten_years_ahead(twins: Implementation, wheel_size: int) -> None:
     """Creates just the levels it needs and fires on time, one cascade per level."""
     tick = 0.001
     deadline = TEN_YEARS + 0.0005
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick, wheel_size, start=0)
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick, wheel_size, start=0)
     entry = wheel.add(deadline, "x")
     q = ceil_ticks(deadline, tick)
     levels = next(n for n in range(1, 100) if wheel_size**n > q)
@@ -699,12 +707,12 @@ def test_deadline_ten_years_ahead(impl: Impl, wheel_size: int) -> None:
     assert len(calls) <= wheel.levels
 
 
-def test_many_far_deadlines_drain_in_few_steps(impl: Impl) -> None:
+def test_many_far_deadlines_drain_in_few_steps(twins: Implementation) -> None:
     """Thirty deadlines spread over ten years: no empty tick is ever visited."""
     tick, wheel_size = 0.001, 20
     rng = random.Random(10)
     deadlines = sorted(rng.uniform(0, TEN_YEARS) for _ in range(30))
-    wheel: HierarchicalWheel[float] = impl.wheel.HierarchicalWheel(tick, wheel_size, start=0)
+    wheel: HierarchicalWheel[float] = twins.wheel.HierarchicalWheel(tick, wheel_size, start=0)
     for deadline in deadlines:
         wheel.add(deadline, deadline)
     calls = drain(wheel)
@@ -713,13 +721,13 @@ def test_many_far_deadlines_drain_in_few_steps(impl: Impl) -> None:
     assert len(calls) <= len(deadlines) * wheel.levels
 
 
-def test_200k_entries_come_out_once_in_order(impl: Impl) -> None:
+def test_200k_entries_come_out_once_in_order(twins: Implementation) -> None:
     """200,000 random deadlines (about 33 per value) drain in (deadline, add order), each once,
     on time."""
     tick = 0.001
     rng = random.Random(2024)
     deadlines = [rng.randrange(6000) / 10 for _ in range(200_000)]  # ten minutes, in tenths
-    wheel: HierarchicalWheel[int] = impl.wheel.HierarchicalWheel(tick, 64, start=0)
+    wheel: HierarchicalWheel[int] = twins.wheel.HierarchicalWheel(tick, 64, start=0)
     for i, deadline in enumerate(deadlines):
         wheel.add(deadline, i)
     assert len(wheel) == len(deadlines)
@@ -736,8 +744,8 @@ def test_200k_entries_come_out_once_in_order(impl: Impl) -> None:
 # -- 10. next_deadline jumps bucket to bucket --------------------------------------------------
 
 
-def test_pending_per_level_follows_adds_removes_and_cascades(impl: Impl) -> None:
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=4)
+def test_pending_per_level_follows_adds_removes_and_cascades(twins: Implementation) -> None:
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=4)
     assert wheel.pending_per_level() == (0,)
     near = wheel.add(2, "level 0")
     wheel.add(3, "level 0 too")
@@ -758,12 +766,12 @@ def test_pending_per_level_follows_adds_removes_and_cascades(impl: Impl) -> None
     assert wheel.pending_per_level() == (0, 0, 0)  # the levels stay, empty
 
 
-def test_next_deadline_does_not_walk_empty_slots(impl: Impl) -> None:
+def test_next_deadline_does_not_walk_empty_slots(twins: Implementation) -> None:
     """10,000 entries an hour away: the clock jumps to their level-3 bucket, then down."""
     tick, wheel_size = 0.001, 64
     rng = random.Random(3600)
     deadlines = [3600 + rng.randrange(50) / 1000 for _ in range(10_000)]
-    wheel: HierarchicalWheel[int] = impl.wheel.HierarchicalWheel(tick, wheel_size, start=0)
+    wheel: HierarchicalWheel[int] = twins.wheel.HierarchicalWheel(tick, wheel_size, start=0)
     entries = [wheel.add(deadline, i) for i, deadline in enumerate(deadlines)]
     # 3,600,000 ticks: 64**3 <= q < 64**4, level 3, in the bucket starting at 13 * 64**3 ticks.
     assert wheel.levels == 4
@@ -808,11 +816,11 @@ class WheelVsModel(RuleBasedStateMachine):
     sorted by (deadline, add order); payloads are add-order numbers.
     """
 
-    def __init__(self, impl: Impl, tick: float) -> None:
+    def __init__(self, twins: Implementation, tick: float) -> None:
         super().__init__()
-        self.impl = impl
+        self.twins = twins
         self.tick = tick
-        self.wheel: HierarchicalWheel[int] = impl.wheel.HierarchicalWheel(tick)
+        self.wheel: HierarchicalWheel[int] = twins.wheel.HierarchicalWheel(tick)
         self.clock = 0  # ticks
         self.levels = 1
         # payload -> (deadline, its tick, entry)
@@ -825,7 +833,7 @@ class WheelVsModel(RuleBasedStateMachine):
     @initialize(wheel_size=st.sampled_from([2, 3, 4, 64]), units=st.integers(-1000, 1000))
     def create(self, wheel_size: int, units: int) -> None:
         start = units * self.tick
-        self.wheel = self.impl.wheel.HierarchicalWheel(self.tick, wheel_size, start)
+        self.wheel = self.twins.wheel.HierarchicalWheel(self.tick, wheel_size, start)
         self.clock = floor_ticks(start, self.tick)
 
     @rule(units=ADD_UNITS)
@@ -967,9 +975,9 @@ class WheelVsModel(RuleBasedStateMachine):
 
 
 @pytest.mark.parametrize("tick", [1, 0.001, 1 / 3])
-def test_wheel_matches_reference_model(impl: Impl, tick: float) -> None:
+def test_wheel_matches_reference_model(twins: Implementation, tick: float) -> None:
     run_state_machine_as_test(
-        lambda: WheelVsModel(impl, tick),
+        lambda: WheelVsModel(twins, tick),
         settings=settings(
             max_examples=50,
             stateful_step_count=40,
@@ -982,8 +990,8 @@ def test_wheel_matches_reference_model(impl: Impl, tick: float) -> None:
 # -- 12. repr and pending ----------------------------------------------------------------------
 
 
-def test_repr_and_pending_flag(impl: Impl) -> None:
-    wheel: HierarchicalWheel[str] = impl.wheel.HierarchicalWheel(tick=0.5, wheel_size=4)
+def test_repr_and_pending_flag(twins: Implementation) -> None:
+    wheel: HierarchicalWheel[str] = twins.wheel.HierarchicalWheel(tick=0.5, wheel_size=4)
     fired, removed = wheel.add(1, "a"), wheel.add(200, "b")
     assert fired.pending
     assert removed.pending
@@ -1001,9 +1009,9 @@ def test_repr_and_pending_flag(impl: Impl) -> None:
 # -- 13. the invariant checker ------------------------------------------------------------------
 
 
-def busy_wheel(impl: Impl) -> tuple[HierarchicalWheel[int], list[Entry[int]]]:
+def busy_wheel(twins: Implementation) -> tuple[HierarchicalWheel[int], list[Entry[int]]]:
     """A wheel with entries due, on level 0 and on higher levels, and emptied buckets."""
-    wheel: HierarchicalWheel[int] = impl.wheel.HierarchicalWheel(tick=1, wheel_size=4, start=10)
+    wheel: HierarchicalWheel[int] = twins.wheel.HierarchicalWheel(tick=1, wheel_size=4, start=10)
     entries = [wheel.add(deadline, i) for i, deadline in enumerate([5, 11, 12, 13, 30, 31, 200])]
     wheel.remove(wheel.add(14, -1))
     wheel._check()
@@ -1017,20 +1025,20 @@ def edit_state(wheel: HierarchicalWheel[int], edit: Callable[[dict[str, Any]], N
     wheel.__setstate__((None, fields))  # type: ignore[attr-defined]
 
 
-def corrupt(impl: Impl, wheel: HierarchicalWheel[int], what: str) -> None:
+def corrupt(twins: Implementation, wheel: HierarchicalWheel[int], what: str) -> None:
     """Break one invariant of ``wheel``, as a bug in the wheel could."""
     if what == "len":
-        if impl.name == "pure":
+        if twins.name == "pure":
             wheel._len += 1  # type: ignore[attr-defined]
         else:
             edit_state(wheel, lambda fields: fields.update(len=fields["len"] + 1))
     elif what == "heap":
-        if impl.name == "pure":
+        if twins.name == "pure":
             wheel._heap.pop()  # type: ignore[attr-defined]
         else:
             edit_state(wheel, lambda fields: fields["heap"].pop())
     elif what == "level clock":
-        if impl.name == "pure":
+        if twins.name == "pure":
             wheel._levels[1].current += 4  # type: ignore[attr-defined]
         else:
 
@@ -1049,23 +1057,23 @@ def corrupt(impl: Impl, wheel: HierarchicalWheel[int], what: str) -> None:
         ("level clock", "level 1's current is not level 0's clock 10"),
     ],
 )
-def test_check_catches_a_corrupted_wheel(impl: Impl, what: str, message: str) -> None:
-    wheel, _ = busy_wheel(impl)
-    corrupt(impl, wheel, what)
+def test_check_catches_a_corrupted_wheel(twins: Implementation, what: str, message: str) -> None:
+    wheel, _ = busy_wheel(twins)
+    corrupt(twins, wheel, what)
     with pytest.raises(AssertionError, match=re.escape(message)):
         wheel._check()
 
 
 @pytest.mark.parametrize("index", [0, 1, 4, 6], ids=["due", "level 0", "level 1", "level 3"])
-def test_check_catches_an_entry_that_lost_its_bucket(impl: Impl, index: int) -> None:
-    wheel, entries = busy_wheel(impl)
+def test_check_catches_an_entry_that_lost_its_bucket(twins: Implementation, index: int) -> None:
+    wheel, entries = busy_wheel(twins)
     entries[index]._bucket = None  # type: ignore[attr-defined]
     with pytest.raises(AssertionError, match=re.escape(repr(entries[index]))):
         wheel._check()
 
 
-def test_check_catches_an_entry_filed_under_another_deadline(impl: Impl) -> None:
-    wheel, entries = busy_wheel(impl)
+def test_check_catches_an_entry_filed_under_another_deadline(twins: Implementation) -> None:
+    wheel, entries = busy_wheel(twins)
     entries[4].deadline = 100
     with pytest.raises(AssertionError, match=r"is filed at tick 30, its tick is 100"):
         wheel._check()

@@ -22,7 +22,7 @@ from typing import Any, Literal, SupportsFloat, SupportsIndex
 
 from aiowheel._checks import check_length
 from aiowheel._contract import LoopCore
-from aiowheel._impl import HierarchicalWheel, LoopTimerHandle, impl_named
+from aiowheel._impl import HierarchicalWheel, LoopTimerHandle, implementation_named
 
 __all__ = ["FAR_DELAY", "LoopTimerHandle", "WheelLoop", "WheelStats", "resolve_min_delay"]
 
@@ -115,7 +115,7 @@ class WheelLoop(asyncio.AbstractEventLoop):
         """Set up the wheel; called by the concrete class once the base loop is initialised
         (its ``time()`` must work). ``core`` names the loop core: ``"compiled"``, ``"pure"``,
         or None for the one :mod:`aiowheel._impl` selected."""
-        loop_core = impl_named(core).loop.LoopCore
+        loop_core = implementation_named(core).loop.LoopCore
         wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)  # checks them
         self._driver = None
         self._driver_context = contextvars.Context()

@@ -537,8 +537,8 @@ def test_a_compiled_wheel_on_py_files_runs_the_pure_core(bare_python: Path, tmp_
         assert any(name.endswith((".so", ".pyd")) for name in archive.namelist())
     libraries = sorted(str(path) for path in (SPARK_HOME / "python" / "lib").glob("*.zip"))
     probe = (
-        "import aiowheel, aiowheel._impl as impl; from aiowheel.spark.replay import deadline; "
-        "print(aiowheel.__file__, impl.COMPILED, repr(deadline(1.0001, 30.0, 0.001)))"
+        "import aiowheel, aiowheel._impl as twins; from aiowheel.spark.replay import deadline; "
+        "print(aiowheel.__file__, twins.COMPILED, repr(deadline(1.0001, 30.0, 0.001)))"
     )
     result = subprocess.run(
         [str(bare_python), "-c", probe],

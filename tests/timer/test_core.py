@@ -42,10 +42,10 @@ from support import HANG, TICK, Boom, Fatal, Fired, assert_on_time, boom, is_vir
 from aiowheel import Timer, TimerHandle
 
 if TYPE_CHECKING:
-    from twins import Impl
+    from aiowheel._impl import Implementation
 
 # Every test on both twins of the cores (the `core` fixture, see conftest.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("core")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("implementation")]
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -113,7 +113,7 @@ def test_max_pending_must_be_an_int(value: object) -> None:
 
 
 async def test_call_later_runs_the_callback_with_its_args_on_time(
-    backend_name: str, impl: Impl
+    backend_name: str, twins: Implementation
 ) -> None:
     exact = is_virtual(backend_name)
     delays = [0.0004, 0.001, 0.0123, 0.03]
@@ -128,7 +128,7 @@ async def test_call_later_runs_the_callback_with_its_args_on_time(
         start = timer.time()
         handles = [timer.call_later(delay, callback, i, "arg") for i, delay in enumerate(delays)]
         for handle, delay in zip(handles, delays, strict=True):
-            assert isinstance(handle, impl.timer.TimerHandle)  # the handle of the Timer's core
+            assert isinstance(handle, twins.timer.TimerHandle)  # the handle of the Timer's core
             if exact:
                 assert handle.when() == start + delay
         assert not calls  # nothing runs inline

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from aiowheel._backends import Backend
 
 # Every test on both twins of the cores (the `core` fixture, see conftest.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("core")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("implementation")]
 
 
 # -- never early, also when the driver is woken early ------------------------------------------

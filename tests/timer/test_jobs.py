@@ -32,7 +32,7 @@ from support import HANG, TICK, Boom, assert_on_time, boom, cancellation, is_vir
 from aiowheel import Timer
 
 # Every test on both twins of the cores (the `core` fixture, see conftest.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("core")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("implementation")]
 
 
 # -- schedule: jobs ----------------------------------------------------------------------------

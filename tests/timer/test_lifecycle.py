@@ -33,7 +33,7 @@ from support import HANG, Boom, cancellation, is_virtual, noop, running_tasks
 from aiowheel import Timer
 
 # Every test on both twins of the cores (the `core` fixture, see conftest.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("core")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("implementation")]
 
 
 # -- lifecycle ---------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ from aiowheel import LatenessHistogram, Timer, TimerStats
 from aiowheel._lateness import LATENESS_BOUNDS
 
 # Every test on both twins of the cores (the `core` fixture, see conftest.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("core")]
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("implementation")]
 
 
 # -- observability: stats, len, repr -----------------------------------------------------------
