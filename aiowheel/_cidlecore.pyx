@@ -5,7 +5,7 @@
 filing, in Cython, over the compiled wheel's tick conversions (``_cwheel.pxd``).
 
 :mod:`aiowheel._idlecore` is the specification: same API, behaviour and errors; the idle tests
-run on both (see :mod:`aiowheel._impl`) and tests/test_idle.py drives both twins together against
+run on both (see :mod:`aiowheel._impl`) and tests/idle/ drives both twins together against
 a reference model. Like the pure twin, it talks to its Timer only through the host interface,
 :class:`aiowheel.TimerHost` (``time``, ``tick``, ``closed``, ``call_at``, ``refile_at``,
 ``run_now``), so it runs on a Timer of either twin, and cimports no Timer core.

@@ -12,7 +12,7 @@ through the host interface, :class:`aiowheel.TimerHost` (``time``, ``tick``, ``c
 This module is the specification of that hot path; ``aiowheel/_cidlecore.pyx`` is its compiled
 twin (the extension ``aiowheel._cidlecore``), with the same behaviour and errors, and
 :mod:`aiowheel._impl` declares both: an IdleTimeouts runs the twin its Timer runs. The idle
-tests run on both, and ``tests/test_idle.py`` drives both twins together against a reference
+tests run on both, and ``tests/idle/`` drives both twins together against a reference
 model.
 
 The clock: every ``touch`` and ``discard`` reads the Timer's own clock (``timer.time()``, which

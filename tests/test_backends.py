@@ -28,7 +28,7 @@ from support import Boom, Fired, boom
 
 from aiowheel import Timer
 
-# Every test on both twins of the cores (the `core` fixture, see conftest.py).
+# Every test on both implementations (the `implementation` fixture, see conftest.py).
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("implementation")]
 
 

@@ -1,6 +1,6 @@
 """Tests for :mod:`aiowheel._impl` and for the compiled wheel being a true twin of the pure one.
 
-``tests/test_wheel.py`` runs every wheel test on both implementations. This module checks what
+``tests/wheel/`` runs every wheel test on both implementations. This module checks what
 those tests cannot: which implementation the selector picks, that the compiled classes have the
 pure ones' public names, signatures and docstrings, and -- the main check -- that random sequences
 of operations, including bad input and float edges, give identical results, errors and

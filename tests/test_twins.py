@@ -2,13 +2,14 @@
 
 For each twin the table lists, both homes exist and export exactly the listed names; each name
 has, on both sides, the same public attributes, docstrings and parameters (names, kinds,
-defaults); the examples in its docstrings run on each side with that side's names. The build and
+defaults); the examples in its docstrings run on each implementation with its own names. The build and
 the package agree with the table: every compiled part in the source tree is a row of it. A twin
 added to the table is covered here without a line of this module changing.
 
-What the twins *do* alike is tested elsewhere, on both sides in one process (the ``twins`` and
-``core`` fixtures of ``conftest.py``): ``test_wheel.py``, ``tests/timer/``, ``test_idle.py``,
-``test_loop*.py``, and ``test_impl.py``'s random operations compared step by step.
+What the twins *do* alike is tested elsewhere, on both implementations in one process (the
+``twins`` and ``implementation`` fixtures of ``conftest.py``): ``tests/wheel/``,
+``tests/timer/``, ``tests/idle/``, ``test_loop*.py``, and ``test_impl.py``'s random operations
+compared step by step.
 """
 
 from __future__ import annotations

@@ -1,21 +1,5 @@
-"""Tests for :mod:`aiowheel.timer`: what a Timer tells about itself -- ``stats()`` (also read
-from inside a pass), ``len()`` and the reprs of the Timer, its handles and jobs.
-
-Every async test runs three times (see conftest.py): asyncio on a virtual clock, uvloop in real
-time, trio on ``MockClock``. In virtual time the assertions are exact: a callback due at ``when``
-with tick ``t`` sees ``when <= timer.time() < when + t``. On uvloop (real time) the tests use
-delays of at most 50 ms and assert only order, never-early and completion, never an upper time
-bound; tests that need long waits or exact times ask for the ``virtual_time`` fixture.
-
-A handy synchronisation point: ``await timer.sleep_until(when)`` returns only after every timer
-due at or before ``when`` and scheduled before the sleep has run, because the sleep is itself a
-wheel timer and due timers run in (deadline, scheduling order).
-
-The Timer's other tests: ``test_core.py`` (callbacks: on time, in order, in context, cancelled,
-refused), ``test_jobs.py`` (``schedule``), ``test_lifecycle.py`` (entering and closing),
-``test_driver.py`` (when the driver wakes), ``test_stats.py`` (stats, len, repr);
-``tests/test_backends.py`` has what differs by backend and ``tests/test_faults.py`` the
-interrupts and ``max_pending`` limits, as fault tables.
+"""What a Timer tells about itself -- ``stats()`` (also read from inside a pass), ``len()`` and the
+reprs of the Timer, its handles and jobs.
 """
 
 from __future__ import annotations
@@ -30,7 +14,7 @@ from support import TICK, Fired, noop
 from aiowheel import LatenessHistogram, Timer, TimerStats
 from aiowheel._lateness import LATENESS_BOUNDS
 
-# Every test on both twins of the cores (the `core` fixture, see conftest.py).
+# Every test on both implementations (the `implementation` fixture, see conftest.py).
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("implementation")]
 
 
