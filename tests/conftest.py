@@ -29,14 +29,15 @@ the test's length the fixture makes it :data:`aiowheel._impl.SELECTED`, which is
 ``implementation=None`` means). The compiled one is skipped when it is not built;
 ``@pytest.mark.implementation(...)`` narrows the ``implementation`` fixture as it narrows
 ``twins``, and a test taking both gets the same implementation in both. So ``scripts/test``
-needs one pytest run per Python; a process started with ``AIOWHEEL_NO_EXTENSIONS=1`` still runs pure
-Python throughout (``tests/test_impl.py`` starts such processes and checks it).
+needs one pytest run per Python; a process started with ``AIOWHEEL_NO_EXTENSIONS=1`` still runs
+pure Python throughout (``tests/test_impl.py`` starts such processes and checks it).
 
 Which implementation and Python. The header of every run names them. ``scripts/test`` sets
 ``AIOWHEEL_EXPECT_CORE`` (``compiled`` or ``pure``) for each run, and a run whose process loaded
 the other implementation stops before collecting anything (a missing build would otherwise test
-the pure one quietly twice). Its run of the CPython fallback build
-(``AIOWHEEL_CPYTHON_FALLBACK=1``, see ``aiowheel/_ccpython.pxd``) also sets
+the pure one quietly twice). Its run of the CPython fallback build (``AIOWHEEL_CPYTHON_FALLBACK=1``,
+see ``aiowheel/_ccpython.pxd``) selects the tests marked ``implementations`` -- every test that
+runs on each implementation, found by its fixtures, and the twins' parity tests -- and also sets
 ``AIOWHEEL_EXPECT_CPYTHON_FALLBACK=1``, and stops the same way unless
 :data:`aiowheel._impl.CPYTHON_FALLBACK` says that build was loaded.
 """
@@ -87,6 +88,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "implementation(name): run on that implementation only, 'compiled' or 'pure' "
         "(see conftest.py)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "implementations: runs the compiled code: given to every test that takes the twins or "
+        "implementation fixture, and to the twins' parity tests (see conftest.py)",
     )
     expected = os.environ.get("AIOWHEEL_EXPECT_CORE")
     if expected and expected != aiowheel.IMPLEMENTATION:
@@ -150,6 +156,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             metafunc.parametrize("implementation", names, indirect=True, ids=list(names))
     elif "twins" in metafunc.fixturenames:
         metafunc.parametrize("twins", names, indirect=True, ids=list(names), scope="session")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # The tests a build of the compiled code must pass (scripts/test runs them on the CPython
+    # fallback build with `-m implementations`): selected by what they run on, not listed.
+    for item in items:
+        if {"twins", "implementation"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.implementations)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -47,6 +47,9 @@ except ImportError:  # not built
 
 needs_compiled = pytest.mark.skipif(compiled is None, reason="the compiled wheel is not built")
 
+# The selector and the twins compared: part of what a build of the compiled code must pass.
+pytestmark = pytest.mark.implementations
+
 
 # -- the selector --------------------------------------------------------------------------------
 

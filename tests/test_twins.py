@@ -1,10 +1,10 @@
 """The twins keep one contract: every check here is generated from :data:`aiowheel._impl.TWINS`.
 
 For each twin the table lists, both homes exist and export exactly the listed names; each name
-has, on both sides, the same public attributes, docstrings and parameters (names, kinds,
-defaults); the examples in its docstrings run on each implementation with its own names. The build and
-the package agree with the table: every compiled part in the source tree is a row of it. A twin
-added to the table is covered here without a line of this module changing.
+has, in both twins, the same public attributes, docstrings and parameters (names, kinds,
+defaults); the examples in its docstrings run on each implementation with its own names. The
+build and the package agree with the table: every compiled part in the source tree is a row of
+it. A twin added to the table is covered here without a line of this module changing.
 
 What the twins *do* alike is tested elsewhere, on both implementations in one process (the
 ``twins`` and ``implementation`` fixtures of ``conftest.py``): ``tests/wheel/``,
@@ -26,6 +26,9 @@ import pytest
 
 import aiowheel
 from aiowheel import _impl
+
+# Parity of the twins: part of what a build of the compiled code must pass.
+pytestmark = pytest.mark.implementations
 
 COMPILED = _impl.compiled_implementation()
 needs_compiled = pytest.mark.skipif(
