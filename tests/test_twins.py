@@ -161,12 +161,16 @@ def test_a_layers_member_named_as_its_cores_is_documented_once(
     layer: type, core_class: type
 ) -> None:
     # A member the layer shares with its core either takes the core's very docstring (the
-    # decorator _impl.documented_by) or says something else: no copy of the text to drift.
+    # decorator _impl.documented_by), and then has the core's parameters, or says something
+    # else: no copy of the text to drift.
     shared = {name for name in vars(layer) if name in vars(core_class) and name != "__init__"}
     assert {"__len__", "closed"} <= shared
     for name in shared:
-        mine, cores = vars(layer)[name].__doc__, vars(core_class)[name].__doc__
+        member, cores_member = vars(layer)[name], vars(core_class)[name]
+        mine, cores = member.__doc__, cores_member.__doc__
         if mine is cores:
+            if inspect.isfunction(member):  # one text, so one signature too
+                assert parameters(member, method=True) == parameters(cores_member, method=True)
             continue
         similar = difflib.SequenceMatcher(None, docstring(mine), docstring(cores)).ratio()
         assert similar < 0.6, (
