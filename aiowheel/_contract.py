@@ -31,13 +31,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Entry",
+    "Handle",
     "IdleCore",
     "IdleTwin",
     "LoopCore",
     "LoopHandle",
     "LoopTwin",
     "TimerCore",
-    "TimerHandle",
     "TimerTwin",
     "Wheel",
     "WheelTwin",
@@ -102,8 +102,9 @@ class WheelTwin(Protocol):
 # -- the Timer's core ------------------------------------------------------------------------
 
 
-class TimerHandle(Entry, Protocol):
-    """A callback filed on a Timer core: asyncio's ``TimerHandle`` API, and a wheel entry."""
+class Handle(Entry, Protocol):
+    """A callback filed on a Timer core (the class the row exports as ``TimerHandle``, public as
+    :class:`aiowheel.TimerHandle`): asyncio's ``TimerHandle`` API, and a wheel entry."""
 
     def when(self) -> float: ...
     def cancel(self) -> None: ...
@@ -136,21 +137,21 @@ class TimerCore(Protocol):
         callback: Callable[..., object],
         *args: Any,
         context: contextvars.Context | None = None,
-    ) -> TimerHandle: ...
+    ) -> Handle: ...
     def call_at(
         self,
         when: SupportsFloat,
         callback: Callable[..., object],
         *args: Any,
         context: contextvars.Context | None = None,
-    ) -> TimerHandle: ...
+    ) -> Handle: ...
     def refile_at(
         self,
         when: SupportsFloat,
         callback: Callable[..., object],
         *args: Any,
         context: contextvars.Context | None = None,
-    ) -> TimerHandle: ...
+    ) -> Handle: ...
     def close(self) -> list[tuple[object, tuple[Any, ...]]]: ...
     def rearm(self) -> None: ...
     def counters(self) -> tuple[tuple[int, ...], float, float, int]: ...
@@ -170,7 +171,7 @@ class TimerTwin(Protocol):
     @property
     def TimerCore(self) -> TimerCoreClass: ...  # the name it exports
     @property
-    def TimerHandle(self) -> Callable[..., TimerHandle]: ...
+    def TimerHandle(self) -> Callable[..., Handle]: ...
 
 
 # -- the wheel loop's core -------------------------------------------------------------------
