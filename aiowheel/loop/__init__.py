@@ -237,8 +237,8 @@ def run(
             to ``loop_factory`` as :func:`new_event_loop` documents them.
 
     Raises:
-        ValueError (TypeError from Python 3.14): ``main`` is not a coroutine object (nor, from
-            3.14, an awaitable), as from ``asyncio.run``.
+        ValueError: ``main`` is not a coroutine object (up to Python 3.13, as ``asyncio.run``).
+        TypeError: ``main`` is not awaitable (from Python 3.14, as ``asyncio.run``).
         RuntimeError: called from a running event loop.
         TypeError, ValueError: for a bad option, naming it (before ``main`` starts).
     """
