@@ -10,8 +10,8 @@ benchmarks/results/. See docs/benchmarks.md.
 does: each workload runs under valgrind's callgrind at ``n`` and ``2n`` operations, in a fresh
 interpreter per run, and the difference of the two totals divided by the ``n`` extra operations
 is the instructions per operation -- the same count on a busy machine as on an idle one, with
-the interpreter's start-up and the Timer's set-up cancelled out. On both implementations (the pure one
-with ``AIOWHEEL_NO_EXTENSIONS=1``), one operation each:
+the interpreter's start-up and the Timer's set-up cancelled out. On both implementations (the
+pure one with ``AIOWHEEL_NO_EXTENSIONS=1``), one operation each:
 
 * *churn*: ``timer.call_later`` of 60-70 s and the ``cancel()`` of the one made 1000
   operations before (a steady 1000 pending);

@@ -1,4 +1,4 @@
-"""Smoke test of an installed aiowheel: the right core is loaded, and timers fire.
+"""Smoke test of an installed aiowheel: the right implementation is loaded, and timers fire.
 
 Usage: ``python scripts/smoke.py compiled|pure``, run from outside the checkout so that it imports
 the installed package. The release workflow runs it on every wheel it builds, in a fresh
@@ -19,18 +19,18 @@ import sys
 
 import aiowheel
 import aiowheel.loop
-
-CORES = ("compiled", "pure")
+from aiowheel._impl import IMPLEMENTATIONS
 
 
 def check(expected: str) -> None:
-    """Raise SystemExit with a message unless the ``expected`` core runs and its timers fire."""
+    """Raise SystemExit with a message unless the ``expected`` implementation runs and its
+    timers fire."""
     where = os.path.dirname(aiowheel.__file__)
     python = f"{platform.python_implementation()} {platform.python_version()}"
-    if expected != aiowheel.CORE:
+    if expected != aiowheel.IMPLEMENTATION:
         raise SystemExit(
-            f"smoke test: expected the {expected} core, but {python} loaded the "
-            f"{aiowheel.CORE} one (aiowheel {aiowheel.__version__} from {where})"
+            f"smoke test: expected the {expected} implementation, but {python} loaded the "
+            f"{aiowheel.IMPLEMENTATION} one (aiowheel {aiowheel.__version__} from {where})"
         )
     fired: list[object] = []
 
@@ -57,12 +57,15 @@ def check(expected: str) -> None:
         runner.run(on_the_wheel_loop())
     if fired != ["job", "call_later", "wheel loop"]:
         raise SystemExit(f"smoke test: the timers ran as {fired!r}")
-    print(f"aiowheel {aiowheel.__version__}, {aiowheel.CORE} core, {python}: smoke test passed")
+    print(
+        f"aiowheel {aiowheel.__version__}, {aiowheel.IMPLEMENTATION} implementation, {python}: "
+        "smoke test passed"
+    )
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 2 or argv[1] not in CORES:
-        raise SystemExit(f"usage: python {argv[0]} {'|'.join(CORES)}")
+    if len(argv) != 2 or argv[1] not in IMPLEMENTATIONS:
+        raise SystemExit(f"usage: python {argv[0]} {'|'.join(IMPLEMENTATIONS)}")
     check(argv[1])
 
 

@@ -33,13 +33,13 @@ needs one pytest run per Python; a process started with ``AIOWHEEL_NO_EXTENSIONS
 pure Python throughout (``tests/test_impl.py`` starts such processes and checks it).
 
 Which implementation and Python. The header of every run names them. ``scripts/test`` sets
-``AIOWHEEL_EXPECT_CORE`` (``compiled`` or ``pure``) for each run, and a run whose process loaded
-the other implementation stops before collecting anything (a missing build would otherwise test
-the pure one quietly twice). Its run of the CPython fallback build (``AIOWHEEL_CPYTHON_FALLBACK=1``,
-see ``aiowheel/_ccpython.pxd``) selects the tests marked ``implementations`` -- every test that
-runs on each implementation, found by its fixtures, and the twins' parity tests -- and also sets
-``AIOWHEEL_EXPECT_CPYTHON_FALLBACK=1``, and stops the same way unless
-:data:`aiowheel._impl.CPYTHON_FALLBACK` says that build was loaded.
+``AIOWHEEL_EXPECT_IMPLEMENTATION`` (``compiled`` or ``pure``) for each run, and a run whose
+process loaded the other implementation stops before collecting anything (a missing build would
+otherwise test the pure one quietly twice). Its run of the CPython fallback build
+(``AIOWHEEL_CPYTHON_FALLBACK=1``, see ``aiowheel/_ccpython.pxd``) selects the tests marked
+``implementations`` -- every test that runs on each implementation, found by its fixtures, and
+the twins' parity tests -- and also sets ``AIOWHEEL_EXPECT_CPYTHON_FALLBACK=1``, and stops the
+same way unless :data:`aiowheel._impl.CPYTHON_FALLBACK` says that build was loaded.
 """
 
 from __future__ import annotations
@@ -94,11 +94,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "implementations: runs the compiled code: given to every test that takes the twins or "
         "implementation fixture, and to the twins' parity tests (see conftest.py)",
     )
-    expected = os.environ.get("AIOWHEEL_EXPECT_CORE")
+    expected = os.environ.get("AIOWHEEL_EXPECT_IMPLEMENTATION")
     if expected and expected != aiowheel.IMPLEMENTATION:
         raise pytest.UsageError(
-            f"AIOWHEEL_EXPECT_CORE={expected}: this run expected the {expected} implementation, "
-            f"but {_running()} loaded the {aiowheel.IMPLEMENTATION} one from {_package_dir()}"
+            f"AIOWHEEL_EXPECT_IMPLEMENTATION={expected}: this run expected the {expected} "
+            f"implementation, but {_running()} loaded the {aiowheel.IMPLEMENTATION} one from "
+            f"{_package_dir()}"
             + (
                 " (the compiled implementation is not built for this interpreter: reinstall "
                 "aiowheel with it, e.g. `pip install -e .`, where a C compiler is found)"

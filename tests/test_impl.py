@@ -91,11 +91,15 @@ def test_the_public_core_name_is_the_selected_one() -> None:
 
 @pytest.mark.parametrize("expected", ["compiled", "pure"])
 def test_a_run_that_loads_the_other_core_stops_and_says_which_was_expected(expected: str) -> None:
-    """scripts/test sets AIOWHEEL_EXPECT_CORE; conftest.py refuses a run on the other core."""
+    """scripts/test sets AIOWHEEL_EXPECT_IMPLEMENTATION; conftest.py refuses a run on the other
+    implementation."""
     other = {"compiled": "1", "pure": ""}[expected]  # AIOWHEEL_NO_EXTENSIONS for the other core
     if expected == "pure" and compiled is None:
         pytest.skip("the compiled wheel is not built: no run can load it")
-    environ = os.environ | {"AIOWHEEL_NO_EXTENSIONS": other, "AIOWHEEL_EXPECT_CORE": expected}
+    environ = os.environ | {
+        "AIOWHEEL_NO_EXTENSIONS": other,
+        "AIOWHEEL_EXPECT_IMPLEMENTATION": expected,
+    }
     tests = Path(__file__).resolve().parent
     done = subprocess.run(
         [
@@ -117,7 +121,7 @@ def test_a_run_that_loads_the_other_core_stops_and_says_which_was_expected(expec
     )
     loaded = "pure" if expected == "compiled" else "compiled"
     assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
-    assert f"expected the {expected} core, but" in done.stderr
+    assert f"expected the {expected} implementation, but" in done.stderr
     assert f"loaded the {loaded} one from" in done.stderr
     assert "collected" not in done.stdout
 

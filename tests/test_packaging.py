@@ -109,7 +109,7 @@ def _env(**changes: str) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in {"AIOWHEEL_NO_EXTENSIONS", "AIOWHEEL_EXPECT_CORE", "PYTHONPATH"}
+        if k not in {"AIOWHEEL_NO_EXTENSIONS", "AIOWHEEL_EXPECT_IMPLEMENTATION", "PYTHONPATH"}
     }
     env.update(PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1", **changes)
     return env
@@ -338,14 +338,14 @@ def test_the_installed_wheel_runs_the_compiled_core(wheel_venv: Path, workdir: P
     assert report["pytest11"] == ["aiowheel=aiowheel.pytest_plugin"]
 
 
-def test_the_release_smoke_test_passes_on_the_wheel_and_refuses_the_other_core(
+def test_the_release_smoke_test_passes_on_the_wheel_and_refuses_the_other_implementation(
     wheel_venv: Path, workdir: Path
 ) -> None:
     """scripts/smoke.py, which the release workflow runs on every wheel before publishing."""
     output = _run(
         [str(wheel_venv), str(SMOKE), "compiled"], timeout=RUN_TIMEOUT, cwd=workdir, env=_env()
     )
-    assert "compiled core" in output
+    assert "compiled implementation" in output
     assert "smoke test passed" in output
     refused = subprocess.run(
         [str(wheel_venv), str(SMOKE), "pure"],
@@ -357,7 +357,7 @@ def test_the_release_smoke_test_passes_on_the_wheel_and_refuses_the_other_core(
         check=False,
     )
     assert refused.returncode == 1
-    assert "smoke test: expected the pure core, but" in refused.stderr
+    assert "smoke test: expected the pure implementation, but" in refused.stderr
     assert "loaded the compiled one" in refused.stderr
 
 
@@ -395,4 +395,64 @@ def test_the_sdist_installed_without_extensions_runs_the_pure_core(
     assert report["extension"] is False
     assert report["run"] == ["fired", True]
     output = _run([str(python), str(SMOKE), "pure"], timeout=RUN_TIMEOUT, cwd=workdir, env=_env())
-    assert "pure core" in output
+    assert "pure implementation" in output
+
+
+# -- no C compiler -----------------------------------------------------------------------------
+
+NO_COMPILER = "/nonexistent/cc"  # setuptools compiles with $CC: a compiler that is not there
+
+
+def _pip_wheel(sdist: Path, out: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """pip's own build of ``sdist`` into ``out`` (no cache: the build itself is under test)."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-cache-dir",
+            "--quiet",
+            "--wheel-dir",
+            str(out),
+            str(sdist),
+        ],
+        cwd=sdist.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=False,
+    )
+
+
+def test_the_sdist_built_without_a_compiler_gives_a_wheel_tagged_pure(
+    dists: tuple[Path, Path], workdir: Path
+) -> None:
+    sdist, _ = dists
+    out = workdir / "no-compiler"
+    done = _pip_wheel(sdist, out, _env(CC=NO_COMPILER))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = out.glob("aiowheel-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name  # not cp3XX-cp3XX-<platform>
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        (wheel_file,) = (name for name in names if name.endswith(".dist-info/WHEEL"))
+        tags = archive.read(wheel_file).decode()
+    assert not any(name.endswith((".so", ".pyd")) for name in names)
+    assert "Root-Is-Purelib: true" in tags
+    assert "Tag: py3-none-any" in tags
+
+
+def test_the_sdist_built_without_a_compiler_fails_when_the_compiled_core_is_required(
+    dists: tuple[Path, Path], workdir: Path
+) -> None:
+    sdist, _ = dists
+    out = workdir / "no-compiler-required"
+    done = _pip_wheel(sdist, out, _env(CC=NO_COMPILER, AIOWHEEL_REQUIRE_EXTENSIONS="1"))
+    assert done.returncode != 0
+    output = done.stdout + done.stderr
+    assert "aiowheel's compiled core was not built" in output
+    assert "AIOWHEEL_REQUIRE_EXTENSIONS is set" in output
+    assert not list(out.glob("*.whl"))
