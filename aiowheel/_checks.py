@@ -137,7 +137,7 @@ def loop_deadline_after(now: float, delay: object) -> tuple[float, float]:
     nearest = _float(delay, "delay")
     if not math.isfinite(nearest):
         return nearest, now + nearest
-    return nearest, deadline_after(now, delay)  # type: ignore[arg-type]  # a finite real
+    return nearest, deadline_after(now, delay)
 
 
 def loop_deadline(when: object) -> float:
@@ -145,11 +145,11 @@ def loop_deadline(when: object) -> float:
     float not below it; a NaN or infinite one as that float (for the base loop). Errors as for
     :func:`loop_deadline_after`."""
     if isinstance(when, bool) or not isinstance(when, Real | Decimal):
-        return 0.0 + when  # type: ignore[operator, no-any-return]  # asyncio's error
+        return 0.0 + when  # type: ignore[operator]  # asyncio's error
     nearest = _float(when, "when")
     if not math.isfinite(nearest):
         return nearest
-    return check_deadline(when, "when")  # type: ignore[arg-type]  # a finite real
+    return check_deadline(when, "when")
 
 
 def _float(value: Real | Decimal, what: str) -> float:

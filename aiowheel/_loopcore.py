@@ -230,7 +230,6 @@ def _release(timer: TimerHandle) -> None:
     timer._core = None
 
 
-
 class LoopCore:
     """The wheel of one wheel-backed loop, its queue of imminent timers, and their bookkeeping.
 
@@ -594,7 +593,9 @@ class LoopCore:
         closed."""
         self.closed = True
         self.driver_when = math.inf
-        self.loop = self.arm = self.check_in_debug = self.call_on_base = None
+        # Nothing calls the hooks once closed: call_later / call_at refuse first.
+        self.loop = None
+        self.arm = self.check_in_debug = self.call_on_base = None  # type: ignore[assignment]
         self.loop_time = self.clock = None
         for _, _, timer in self.near:
             _release(timer)

@@ -45,9 +45,9 @@ import re
 import warnings
 import weakref
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from decimal import Decimal
 from fractions import Fraction
-from dataclasses import dataclass
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 from unittest import mock

@@ -26,7 +26,6 @@ from unittest import mock
 import pytest
 from twins import is_loop_handle
 
-from aiowheel import _impl
 from aiowheel.loop import WheelLoop, new_event_loop, new_uvloop_event_loop
 
 try:
