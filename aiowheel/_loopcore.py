@@ -430,9 +430,8 @@ class LoopCore:
     ) -> TimerHandle:
         """A timer for ``when`` (``deadline`` is the same time as a float): on the wheel if
         ``on_wheel``, else straight into the near queue."""
-        # The checks asyncio's call_at makes (the base loop makes them for its own timers).
-        if self.closed:
-            raise RuntimeError("Event loop is closed")
+        # The checks asyncio's call_at makes (the base loop makes them for its own timers); a
+        # closed loop was refused by call_later / call_at.
         timer = TimerHandle.__new__(TimerHandle)
         if self.debug:
             self.check_in_debug(callback)
