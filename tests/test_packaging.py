@@ -321,8 +321,9 @@ def test_the_wheel_is_compiled_and_holds_no_build_leftovers(dists: tuple[Path, P
     assert not any(name.endswith((".c", ".pyc")) for name in names)
 
 
-# Cython's warnings ("warning: aiowheel/x.pyx:1:2: ...") and the C compiler's ("x.c:1:2: warning:").
-BUILD_WARNING = re.compile(r"^warning: |: warning: ", re.MULTILINE)
+# Cython's warnings ("warning: aiowheel/x.pyx:1:2: ...") and the C compiler's ("x.c:1:2: warning:
+# ..."); not setuptools' own notes ("warning: no previously-included files matching ...").
+BUILD_WARNING = re.compile(r"^warning: \S+\.(pyx|pxd|pxi):\d+:\d+: |\.[ch]:\d+:\d+: warning: ")
 
 
 def test_the_compiled_parts_build_without_a_warning(
