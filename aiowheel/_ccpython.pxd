@@ -141,7 +141,7 @@ cdef extern from *:
         return Py_IS_TYPE(obj, &PyMethod_Type) ? PyMethod_GET_FUNCTION(obj) : NULL;
     }
 
-    /* -- 5. handles without GC support (the Timer core) -------------------------------------------
+    /* -- 5. handles without GC support (the Timer core, the loop core) ----------------------------
        Relies on: clearing Py_TPFLAGS_HAVE_GC of a ready type before any instance exists, and
        swapping its tp_dealloc and tp_free; Python subclasses (heap types) still get GC support
        from CPython and keep Cython's deallocator.

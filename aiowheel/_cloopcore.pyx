@@ -21,12 +21,17 @@ when(), cancel(), cancelled(), get_context(), ordering, hashing, the same repr, 
 fields and _run() asyncio's loop uses (_cancelled, _callback, _args, _context, _loop,
 _source_traceback, _repr, _when).
 
-The handle is tracked by the cyclic garbage collector, as asyncio's: a pending one holds its
-callback, arguments, context, core and loop, and a loop dropped without ``close()`` makes a cycle
-through them (loop -> core -> wheel -> handle -> loop) that only the collector can free. Once a
-handle runs, is cancelled or its loop closes, it lets go of all of them (its loop too), so that a
-handle kept by anyone (an exception handler's ``context["handle"]``) keeps no loop alive.
-Observable difference from asyncio: once run or cancelled, get_context() is None.
+The handle is not tracked by the cyclic garbage collector, and its type has no GC support (see
+``_drop_gc``, and the Timer core, which does the same for the Timer's handles): a loop with many
+pending timers is that many objects fewer for every full collection to walk. A handle holds its
+callback, arguments, context, core and loop only while it is pending -- reachable from its
+loop's wheel or near queue -- and releases all of them the moment it runs, is cancelled or its
+loop closes, so that a handle kept by anyone (an exception handler's ``context["handle"]``)
+keeps no loop alive. The price: a loop dropped without ``close()`` while a timer is pending is
+never collected (the cycle loop -> core -> wheel -> handle -> loop goes through an untracked
+object); tracking the handles would cost about 180 instructions per timer (bench_loop's churn),
+so it is documented instead (docs/loop.md). Observable difference from asyncio: once run or
+cancelled, get_context() is None.
 
 Timers scheduled from the same context share one context snapshot, as the Timer's handles do
 (see the Timer core): the core keeps the snapshot it made last and hands it out again while
@@ -51,6 +56,7 @@ from aiowheel._ccpython cimport (
     _context_vars_readable,
     aw_context_vars,
     aw_current_context,
+    aw_drop_gc,
     aw_lookup_method,
 )
 from aiowheel._cwheel cimport (
@@ -232,6 +238,34 @@ cdef inline void _release(TimerHandle handle) noexcept:
     handle._copy_context = False
     handle._loop = None
     handle._core = None
+
+
+cdef extern from *:
+    """
+    #define aw_loop_handle_offsets(h, out) ( \
+        (out)[0] = AW_FIELD_OFFSET(h, _when), \
+        (out)[1] = AW_FIELD_OFFSET(h, _args), \
+        (out)[2] = AW_FIELD_OFFSET(h, _context), \
+        (out)[3] = AW_FIELD_OFFSET(h, _loop), \
+        (out)[4] = AW_FIELD_OFFSET(h, _source_traceback), \
+        (out)[5] = AW_FIELD_OFFSET(h, _repr), \
+        (out)[6] = AW_FIELD_OFFSET(h, _core))
+    """
+    void aw_loop_handle_offsets(TimerHandle handle, Py_ssize_t *out)
+
+
+cdef int _drop_gc() except -1:
+    """Take GC support away from TimerHandle (see the module docstring; a no-op in the CPython
+    fallback build), telling the deallocator which fields hold references."""
+    cdef TimerHandle probe = TimerHandle.__new__(TimerHandle)
+    cdef Py_ssize_t offsets[10]
+    offsets[0], offsets[1], offsets[2] = _OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET
+    aw_loop_handle_offsets(probe, &offsets[3])
+    del probe  # freed by Cython's deallocator while the type still has GC support
+    aw_drop_gc(<PyTypeObject *>TimerHandle, offsets, 10)
+    return 0
+
+_drop_gc()
 
 
 cdef class LoopCore:

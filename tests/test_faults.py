@@ -72,6 +72,7 @@ from support import (
 from twins import is_loop_handle
 
 from aiowheel import PendingLimitError, Timer
+from aiowheel._impl import CPYTHON_FALLBACK
 from aiowheel.idle import IdleTimeouts
 from aiowheel.loop import new_event_loop, new_uvloop_event_loop
 from aiowheel.testing import VirtualTimeLoop, run
@@ -1231,6 +1232,8 @@ class LoopFault:
     expected: object = None
     # Whether asyncio's loop also observes `expected` (then checked on the asyncio base).
     asyncios_too: bool = False
+    # What the compiled core observes where it differs by design (docs/loop.md says why).
+    on_compiled: object = None
 
     def __str__(self) -> str:
         return self.name
@@ -1242,7 +1245,10 @@ LOOP_FAULTS = [
     LoopFault("a clock patched by a test", _patched_clock, ((10.0, 10.0), []), asyncios_too=True),
     LoopFault("handles kept by the exception handler", _kept_handles),
     LoopFault("a closed loop freed by reference counting", _freed_by_reference_counting),
-    LoopFault("a loop dropped unclosed", _dropped_unclosed),
+    # The compiled core's handles are not tracked by the cyclic collector (the price of tracking
+    # them: about 180 instructions per timer, docs/loop.md): a loop dropped unclosed with a
+    # timer pending is never collected. Close your loops.
+    LoopFault("a loop dropped unclosed", _dropped_unclosed, on_compiled=(False, [])),
     LoopFault("debug repr cancelled after it ran", _debug_repr_cancelled_after_it_ran),
     LoopFault(
         "a handle's own context",
@@ -1264,9 +1270,12 @@ def _makers(base: str) -> tuple[Make, Make]:
 
 @pytest.mark.parametrize("base", ["asyncio", "uvloop"])
 @pytest.mark.parametrize("row", LOOP_FAULTS, ids=str)
-def test_loop_fault(base: str, row: LoopFault) -> None:
+def test_loop_fault(base: str, row: LoopFault, core: str) -> None:
     reference, wheel = _makers(base)
     observed = row.scenario(wheel)
+    if core == "compiled" and row.on_compiled is not None and not CPYTHON_FALLBACK:
+        assert observed == row.on_compiled
+        return
     if row.expected is None:
         assert observed == row.scenario(reference)
         return
