@@ -1,4 +1,4 @@
-# What the compiled loop core (aiowheel/_cloopcore.pyx) declares: the layout of its TimerHandle
+# What the compiled loop core (aiowheel/_cloopcore.pyx) declares: the layout of its LoopTimerHandle
 # and LoopCore (their fields, with the invariant each keeps, and their C methods). No compiled
 # part cimports it today; the loop layer above uses its Python API.
 
@@ -7,7 +7,7 @@ from libc.stdint cimport int64_t
 from aiowheel._cwheel cimport Entry, HierarchicalWheel
 
 
-cdef class TimerHandle(Entry):
+cdef class LoopTimerHandle(Entry):
     # The time asked for (handle.when()); the entry's deadline is the same time as a float.
     cdef public object _when
     cdef public object _args
@@ -65,13 +65,13 @@ cdef class LoopCore:
     cdef readonly Py_ssize_t fired
     cdef readonly Py_ssize_t driver_wakeups
 
-    cdef TimerHandle _schedule(
+    cdef LoopTimerHandle _schedule(
         self, double now, object when, object deadline, bint on_wheel, object callback,
         tuple args, object context, int caller_frame,
     )
     cdef object _current_snapshot(self)
     cdef object _now(self, object loop)
-    cdef int _forget(self, TimerHandle handle) except -1
+    cdef int _forget(self, LoopTimerHandle handle) except -1
     cdef int _rearm(self) except -1
     cdef double _next_due(self) except? -1.0
     cdef int _take_near(self, list entries) except -1

@@ -7,11 +7,11 @@ from typing import Any, SupportsFloat, SupportsIndex
 
 from aiowheel._cwheel import Entry, HierarchicalWheel
 
-__all__ = ["LoopCore", "TimerHandle"]
+__all__ = ["LoopCore", "LoopTimerHandle"]
 
 CPYTHON_FALLBACK: bool
 
-class TimerHandle(Entry[Callable[..., object]]):
+class LoopTimerHandle(Entry[Callable[..., object]]):
     _order: int
     def when(self) -> float: ...
     def cancel(self) -> None: ...
@@ -31,7 +31,7 @@ class LoopCore:
     advanced_to: float
     wheel_reach: float
     catch_up_after: float
-    near: list[tuple[float, int, TimerHandle]]
+    near: list[tuple[float, int, LoopTimerHandle]]
     order: int
     wheel_timers: int
     near_timers: int
@@ -71,6 +71,6 @@ class LoopCore:
         context: Context | None = None,
     ) -> Any: ...
     def next_due(self) -> float: ...
-    def advance(self, now: float) -> list[TimerHandle]: ...
+    def advance(self, now: float) -> list[LoopTimerHandle]: ...
     def pending(self) -> int: ...
     def close(self) -> None: ...

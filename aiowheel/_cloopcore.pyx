@@ -5,12 +5,12 @@
 Cython, over the compiled wheel (which it cimports: ``_cwheel.pxd``), so that filing, cancelling
 and advancing reach the wheel's C fields and methods directly.
 
-:mod:`aiowheel._loopcore` is the specification: same names (``LoopCore``, ``TimerHandle``),
+:mod:`aiowheel._loopcore` is the specification: same names (``LoopCore``, ``LoopTimerHandle``),
 API, behaviour and contract with the loop (the pure ``LoopCore``'s docstring: what the loop
 hands its core, the core's ``call_later`` / ``call_at`` bound on the loop instance, the
-handles); the loop's test suite runs on both in one process (see :mod:`aiowheel._impl`). The loop publishes the handle as :class:`aiowheel.loop.LoopTimerHandle`;
-its ``__name__`` is ``TimerHandle`` on both twins, and its repr starts ``<TimerHandle`` as
-asyncio's does.
+handles); the loop's test suite runs on both in one process (see :mod:`aiowheel._impl`). The
+loop publishes the handle as :class:`aiowheel.loop.LoopTimerHandle`, its ``__name__`` on both
+twins, so its repr starts ``<LoopTimerHandle`` where asyncio's starts ``<TimerHandle``.
 
 One representation difference, not observable through the API: the handle is a C object and
 is itself the wheel entry (its payload is the callback), so a pending timer costs one object
@@ -81,6 +81,8 @@ import math
 import sys as _sys
 
 from aiowheel._checks import (
+    DELAY_NONE,
+    WHEN_NONE,
     cancelled_repr,
     closed_error,
     loop_deadline,
@@ -88,7 +90,7 @@ from aiowheel._checks import (
     not_copyable,
 )
 
-__all__ = ["LoopCore", "TimerHandle"]
+__all__ = ["LoopCore", "LoopTimerHandle"]
 
 #: True if this part was built with AIOWHEEL_CPYTHON_FALLBACK=1 (see _ccpython.pxd).
 CPYTHON_FALLBACK = bool(AW_CPYTHON_FALLBACK)
@@ -104,7 +106,7 @@ cdef object _callback_source(object callback, object args):
     return _format_helpers._format_callback_source(callback, args)
 
 
-cdef class TimerHandle(Entry):
+cdef class LoopTimerHandle(Entry):
     """The handle of a timer of a wheel-backed event loop.
 
     It has ``asyncio.TimerHandle``'s API -- ``when()``, ``cancel()``, ``cancelled()``,
@@ -211,7 +213,7 @@ cdef class TimerHandle(Entry):
         return hash(self._when)
 
     def __richcmp__(self, other, int op):
-        if not isinstance(other, (TimerHandle, _ASYNCIO_TIMER_HANDLE)):
+        if not isinstance(other, (LoopTimerHandle, _ASYNCIO_TIMER_HANDLE)):
             return NotImplemented
         if op == 0:
             return self._when < other._when
@@ -230,7 +232,7 @@ cdef class TimerHandle(Entry):
         return equal if op == 2 else not equal
 
 
-cdef inline void _release(TimerHandle handle) noexcept:
+cdef inline void _release(LoopTimerHandle handle) noexcept:
     """Let go of what a pending handle holds: it ran, was cancelled or its loop closed."""
     _set(handle, _OFF_PAYLOAD, None)
     handle._args = None
@@ -251,18 +253,18 @@ cdef extern from *:
         (out)[5] = AW_FIELD_OFFSET(h, _repr), \
         (out)[6] = AW_FIELD_OFFSET(h, _core))
     """
-    void aw_loop_handle_offsets(TimerHandle handle, Py_ssize_t *out)
+    void aw_loop_handle_offsets(LoopTimerHandle handle, Py_ssize_t *out)
 
 
 cdef int _drop_gc() except -1:
-    """Take GC support away from TimerHandle (see the module docstring; a no-op in the CPython
+    """Take GC support away from LoopTimerHandle (see the module docstring; a no-op in the CPython
     fallback build), telling the deallocator which fields hold references."""
-    cdef TimerHandle probe = TimerHandle.__new__(TimerHandle)
+    cdef LoopTimerHandle probe = LoopTimerHandle.__new__(LoopTimerHandle)
     cdef Py_ssize_t offsets[10]
     offsets[0], offsets[1], offsets[2] = _OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET
     aw_loop_handle_offsets(probe, &offsets[3])
     del probe  # freed by Cython's deallocator while the type still has GC support
-    aw_drop_gc(<PyTypeObject *>TimerHandle, offsets, 10)
+    aw_drop_gc(<PyTypeObject *>LoopTimerHandle, offsets, 10)
     return 0
 
 _drop_gc()
@@ -289,7 +291,8 @@ cdef class LoopCore:
     :meth:`close` when it closes. ``tick`` and ``wheel_size`` are the wheel's; timers with a
     delay below ``min_delay`` skip the wheel, into the near queue.
 
-    The handles, on both twins: a :class:`TimerHandle` (``aiowheel.loop.LoopTimerHandle``) has
+    The handles, on both twins: a :class:`LoopTimerHandle` (public as
+    ``aiowheel.loop.LoopTimerHandle``, its name in reprs and tracebacks) has
     ``asyncio.TimerHandle``'s API and the private fields and ``_run()`` asyncio's loops read
     (``_when``, ``_callback``, ``_args``, ``_context``, ``_loop``, ``_cancelled``,
     ``_source_traceback``, ``_repr``), but is not an ``asyncio.TimerHandle``, as uvloop's are
@@ -340,18 +343,18 @@ cdef class LoopCore:
         self.fired = 0
         self.driver_wakeups = 0
 
-    cdef TimerHandle _schedule(
+    cdef LoopTimerHandle _schedule(
         self, double now, object when, object deadline, bint on_wheel, object callback,
         tuple args, object context, int caller_frame,
     ):
         """schedule; ``caller_frame`` is the frame (from the innermost Python one) where the
         traceback of a debug-mode handle ends: none of this extension's functions has one."""
-        cdef TimerHandle handle
+        cdef LoopTimerHandle handle
         cdef HierarchicalWheel wheel
         cdef double next_due
         cdef double deadline_value = deadline
         loop = self.loop
-        handle = TimerHandle.__new__(TimerHandle)
+        handle = LoopTimerHandle.__new__(LoopTimerHandle)
         if self.debug:
             self.check_in_debug(callback)
             handle._source_traceback = _format_helpers.extract_stack(_sys._getframe(caller_frame))
@@ -402,7 +405,7 @@ cdef class LoopCore:
         self._snapshot = PyContext_CopyCurrent()
         return self._snapshot
 
-    cdef int _forget(self, TimerHandle handle) except -1:
+    cdef int _forget(self, LoopTimerHandle handle) except -1:
         cdef int removal = self.wheel._unfile(handle)
         if removal == _NOT_PENDING:
             return 0
@@ -432,7 +435,7 @@ cdef class LoopCore:
     cdef double _next_due(self) except? -1.0:
         cdef list near = self.near
         cdef double when = math.inf
-        while near and (<TimerHandle>(<tuple>near[0])[2])._cancelled:
+        while near and (<LoopTimerHandle>(<tuple>near[0])[2])._cancelled:
             _heappop(near)
             self.cancelled += 1
         if near:
@@ -466,7 +469,7 @@ cdef class LoopCore:
         """
         cdef list near = self.near
         cdef list due = []
-        cdef TimerHandle handle
+        cdef LoopTimerHandle handle
         self.driver_when = math.inf
         self.driver_wakeups += 1
         self._snapshot = None  # keep no context's values alive longer than a pass
@@ -475,7 +478,7 @@ cdef class LoopCore:
         self.advanced_to = now
         self.wheel_reach = reach
         while near and (<tuple>near[0])[0] <= now:
-            handle = <TimerHandle>(<tuple>_heappop(near))[2]
+            handle = <LoopTimerHandle>(<tuple>_heappop(near))[2]
             if handle._cancelled:
                 self.cancelled += 1
             else:
@@ -486,10 +489,10 @@ cdef class LoopCore:
 
     cdef int _take_near(self, list entries) except -1:
         """Move ``entries``, just taken off the wheel, to the near queue."""
-        cdef TimerHandle handle
+        cdef LoopTimerHandle handle
         near = self.near
         for entry in entries:
-            handle = <TimerHandle>entry
+            handle = <LoopTimerHandle>entry
             _heappush(near, (_get(handle, _OFF_DEADLINE, "deadline"), handle._order, handle))
         return 0
 
@@ -497,7 +500,7 @@ cdef class LoopCore:
         """Timers held and not cancelled: on the wheel or in the near queue."""
         cdef Py_ssize_t live = 0
         for item in self.near:
-            if not (<TimerHandle>(<tuple>item)[2])._cancelled:
+            if not (<LoopTimerHandle>(<tuple>item)[2])._cancelled:
                 live += 1
         return len(self.wheel) + live
 
@@ -514,9 +517,9 @@ cdef class LoopCore:
         near = self.near
         self.near = []
         for item in near:
-            _release(<TimerHandle>(<tuple>item)[2])
+            _release(<LoopTimerHandle>(<tuple>item)[2])
         for entry in self.wheel.remove_all():
-            _release(<TimerHandle>entry)
+            _release(<LoopTimerHandle>entry)
 
     cdef object _now(self, object loop):
         """loop.time() as the loop's user sees it: through ``clock`` while loop.time resolves to
@@ -543,7 +546,7 @@ cdef class LoopCore:
         runs before ``loop.time() + delay``.
         """
         if delay is None:
-            raise TypeError("delay must not be None")
+            raise TypeError(DELAY_NONE)
         loop = self.loop
         if loop is None:  # closed: close() let go of the loop
             raise closed_error(delay)
@@ -583,7 +586,7 @@ cdef class LoopCore:
         ``when``; ``when()`` is the number given.
         """
         if when is None:
-            raise TypeError("when cannot be None")
+            raise TypeError(WHEN_NONE)
         loop = self.loop
         if loop is None:
             raise closed_error(0.0)

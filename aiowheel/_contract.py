@@ -249,7 +249,7 @@ class LoopTwin(Protocol):
     @property
     def LoopCore(self) -> LoopCoreClass: ...  # the name it exports
     @property
-    def TimerHandle(self) -> Callable[..., LoopHandle]: ...
+    def LoopTimerHandle(self) -> Callable[..., LoopHandle]: ...
 
 
 # -- idle expiry's core ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ implements the same names with the same behaviour, errors and tests.
   (pure: :mod:`aiowheel._wheel`);
 * ``timer`` -- the Timer's scheduling and dispatch, ``TimerCore`` and ``TimerHandle``
   (pure: :mod:`aiowheel._timercore`);
-* ``loop`` -- the wheel-backed event loop's timers, ``LoopCore`` and the loop's ``TimerHandle``
+* ``loop`` -- the wheel-backed event loop's timers, ``LoopCore`` and ``LoopTimerHandle``
   (pure: :mod:`aiowheel._loopcore`);
 * ``idle`` -- idle expiry's touch and filing, ``IdleCore`` (pure: :mod:`aiowheel._idlecore`).
 
@@ -76,7 +76,7 @@ TWINS: Final = (
         "loop",
         "aiowheel._loopcore",
         "aiowheel._cloopcore",
-        ("LoopCore", "TimerHandle"),
+        ("LoopCore", "LoopTimerHandle"),
     ),
     ("idle", "aiowheel._idlecore", "aiowheel._cidlecore", ("IdleCore",)),
 )
@@ -212,7 +212,7 @@ if TYPE_CHECKING:
 # The selected implementation's names, for the layers above (type checkers see the pure classes; the
 # compiled parts' stubs, aiowheel/_cwheel.pyi and the others, declare the same API).
 if TYPE_CHECKING:
-    from aiowheel._loopcore import TimerHandle as LoopTimerHandle
+    from aiowheel._loopcore import LoopTimerHandle
     from aiowheel._timercore import TimerCore, TimerHandle
     from aiowheel._wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
 else:
@@ -222,4 +222,4 @@ else:
     floor_ticks = SELECTED.wheel.floor_ticks
     TimerCore = SELECTED.timer.TimerCore
     TimerHandle = SELECTED.timer.TimerHandle
-    LoopTimerHandle = SELECTED.loop.TimerHandle
+    LoopTimerHandle = SELECTED.loop.LoopTimerHandle

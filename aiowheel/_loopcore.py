@@ -1,7 +1,7 @@
 """The wheel-backed event loop's timers: handle, routing, filing, cancelling, advancing (pure).
 
 :class:`LoopCore` is what an :class:`aiowheel.loop.WheelLoop` holds for its wheel timers: it owns
-the wheel, makes the handles (:class:`TimerHandle`), files them, takes them off the wheel when
+the wheel, makes the handles (:class:`LoopTimerHandle`), files them, takes them off the wheel when
 they are cancelled and hands the due ones to the loop's driver. Its :meth:`LoopCore.call_later`
 and :meth:`LoopCore.call_at` *are* the loop's (the loop binds them on itself, so that the
 compiled twin runs them without a Python frame): they route a timer to the wheel, to the core's
@@ -38,6 +38,8 @@ from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVarTuple, Unpack
 
 from aiowheel._checks import (
+    DELAY_NONE,
+    WHEN_NONE,
     cancelled_repr,
     closed_error,
     loop_deadline,
@@ -49,7 +51,7 @@ from aiowheel._wheel import Entry, HierarchicalWheel
 if TYPE_CHECKING:
     from typing import SupportsFloat, SupportsIndex
 
-__all__ = ["LoopCore", "TimerHandle"]
+__all__ = ["LoopCore", "LoopTimerHandle"]
 
 _Ts = TypeVarTuple("_Ts")
 
@@ -57,7 +59,7 @@ _Ts = TypeVarTuple("_Ts")
 WHEEL_TICKS = 2**50
 
 
-class TimerHandle:
+class LoopTimerHandle:
     """The handle of a timer of a wheel-backed event loop.
 
     It has ``asyncio.TimerHandle``'s API -- ``when()``, ``cancel()``, ``cancelled()``,
@@ -96,7 +98,7 @@ class TimerHandle:
     # equality is asyncio's, not identity: the handle cannot be its own entry, as the compiled
     # one is). None once cancelled, once taken off the wheel into the core's near queue, or for
     # a timer that never went on the wheel.
-    _entry: Entry[TimerHandle] | None
+    _entry: Entry[LoopTimerHandle] | None
     # Scheduling order among all the core's timers: ties between equal deadlines by it.
     _order: int
 
@@ -160,8 +162,7 @@ class TimerHandle:
             loop.call_exception_handler(report)
 
     def _repr_info(self) -> list[str]:
-        name = "TimerHandle" if type(self) is TimerHandle else type(self).__name__
-        info = [name]
+        info = [type(self).__name__]
         if self._cancelled:
             info.append("cancelled")
         if self._callback is not None:
@@ -214,7 +215,7 @@ class TimerHandle:
 
 
 # The handles ours compare with: ours and asyncio's, as asyncio's compare with each other.
-_HANDLES = (TimerHandle, asyncio.TimerHandle)
+_HANDLES = (LoopTimerHandle, asyncio.TimerHandle)
 
 
 def _callback_source(callback: Callable[..., object], args: Any) -> str:
@@ -222,7 +223,7 @@ def _callback_source(callback: Callable[..., object], args: Any) -> str:
     return format_helpers._format_callback_source(callback, args)
 
 
-def _release(timer: TimerHandle) -> None:
+def _release(timer: LoopTimerHandle) -> None:
     """Let go of what a pending timer holds: it ran, was cancelled or its loop closed. Its loop
     too: a spent handle kept by anyone (an exception handler's ``context["handle"]``) keeps no
     loop alive."""
@@ -251,7 +252,8 @@ class LoopCore:
     :meth:`close` when it closes. ``tick`` and ``wheel_size`` are the wheel's; timers with a
     delay below ``min_delay`` skip the wheel, into the near queue.
 
-    The handles, on both twins: a :class:`TimerHandle` (``aiowheel.loop.LoopTimerHandle``) has
+    The handles, on both twins: a :class:`LoopTimerHandle` (public as
+    ``aiowheel.loop.LoopTimerHandle``, its name in reprs and tracebacks) has
     ``asyncio.TimerHandle``'s API and the private fields and ``_run()`` asyncio's loops read
     (``_when``, ``_callback``, ``_args``, ``_context``, ``_loop``, ``_cancelled``,
     ``_source_traceback``, ``_repr``), but is not an ``asyncio.TimerHandle``, as uvloop's are
@@ -303,7 +305,7 @@ class LoopCore:
         call_on_base: Callable[..., asyncio.TimerHandle],
     ) -> None:
         now = loop.time()
-        wheel: HierarchicalWheel[TimerHandle] = HierarchicalWheel(tick, wheel_size, start=now)
+        wheel: HierarchicalWheel[LoopTimerHandle] = HierarchicalWheel(tick, wheel_size, start=now)
         self.loop = loop
         self.arm = arm
         self.check_in_debug = check_in_debug
@@ -320,7 +322,7 @@ class LoopCore:
         # A heap of (deadline, order, handle): the timers shorter than min_delay, and the wheel
         # timers taken off the wheel because they are due within two ticks. Cancelled ones stay
         # until they reach the top (their callback and arguments are released at once).
-        self.near: list[tuple[float, int, TimerHandle]] = []
+        self.near: list[tuple[float, int, LoopTimerHandle]] = []
         # The scheduling order the next timer gets.
         self.order = 0
         # Set by close(): asyncio's call_at refuses a closed loop, and so does schedule.
@@ -369,7 +371,7 @@ class LoopCore:
         runs before ``loop.time() + delay``.
         """
         if delay is None:
-            raise TypeError("delay must not be None")
+            raise TypeError(DELAY_NONE)
         loop = self.loop
         if loop is None:  # closed: close() let go of the loop
             raise closed_error(delay)
@@ -402,7 +404,7 @@ class LoopCore:
         ``when``; ``when()`` is the number given.
         """
         if when is None:
-            raise TypeError("when cannot be None")
+            raise TypeError(WHEN_NONE)
         loop = self.loop
         if loop is None:
             raise closed_error(0.0)
@@ -427,12 +429,12 @@ class LoopCore:
         callback: Callable[..., object],
         args: tuple[Any, ...],
         context: contextvars.Context | None,
-    ) -> TimerHandle:
+    ) -> LoopTimerHandle:
         """A timer for ``when`` (``deadline`` is the same time as a float): on the wheel if
         ``on_wheel``, else straight into the near queue."""
         # The checks asyncio's call_at makes (the base loop makes them for its own timers); a
         # closed loop was refused by call_later / call_at.
-        timer = TimerHandle.__new__(TimerHandle)
+        timer = LoopTimerHandle.__new__(LoopTimerHandle)
         if self.debug:
             self.check_in_debug(callback)
             # From the caller of call_later / call_at: this frame and theirs left out.
@@ -496,7 +498,7 @@ class LoopCore:
             del traceback[-3:]
         return timer
 
-    def _forget(self, handle: TimerHandle) -> None:
+    def _forget(self, handle: LoopTimerHandle) -> None:
         """``handle`` was cancelled: take it off the wheel at once (unless it left the wheel)."""
         entry = handle._entry
         if entry is None:
@@ -540,7 +542,7 @@ class LoopCore:
                 return start
         return when
 
-    def advance(self, now: float) -> list[TimerHandle]:
+    def advance(self, now: float) -> list[LoopTimerHandle]:
         """The driver's pass (the driver has run: it is armed no more): the handles due at
         ``now`` (``deadline <= now``), in (deadline, scheduling order); none that a later one
         could precede is left behind. Before it returns, the driver is armed (``arm``) for
@@ -558,7 +560,7 @@ class LoopCore:
         self.advanced_to = now
         self.wheel_reach = reach
         near = self.near
-        due: list[TimerHandle] = []
+        due: list[LoopTimerHandle] = []
         while near and near[0][0] <= now:
             timer = heappop(near)[2]
             if timer._cancelled:
@@ -569,7 +571,7 @@ class LoopCore:
         self._rearm()
         return due
 
-    def _take_near(self, entries: list[Entry[TimerHandle]]) -> None:
+    def _take_near(self, entries: list[Entry[LoopTimerHandle]]) -> None:
         """Move ``entries``, just taken off the wheel, to the near queue."""
         near = self.near
         for entry in entries:

@@ -13,7 +13,7 @@ A handy synchronisation point: ``await timer.sleep_until(when)`` returns only af
 due at or before ``when`` and scheduled before the sleep has run, because the sleep is itself a
 wheel timer and due timers run in (deadline, scheduling order).
 
-The Timer's other tests are in ``tests/timer/``; the wheel loop's in ``test_loop.py``.
+The Timer's other tests are in ``tests/timer/``; the wheel loop's in ``tests/loop/``.
 """
 
 from __future__ import annotations

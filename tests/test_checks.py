@@ -4,7 +4,7 @@ The module's rules: any real number is accepted (int, float, Fraction, Decimal, 
 never a bool; each is converted once -- a deadline rounded up, a clock reading down, a length to
 nearest, ints kept exact -- and a bad one gets TypeError or ValueError naming it, never a bare
 OverflowError. The first sections test the functions themselves, the last ones each entry point
-of the wheel (on both twins, with the ``impl`` fixture), the Timer, its timeouts, IdleTimeouts and
+of the wheel (on both twins, with the ``twins`` fixture), the Timer, its timeouts, IdleTimeouts and
 the wheel-backed loop (on the core ``aiowheel._impl`` selected; scripts/test runs both).
 """
 
@@ -38,7 +38,7 @@ from aiowheel.loop._selector import WheelEventLoop
 from aiowheel.testing import VirtualTimeLoop, run
 
 if TYPE_CHECKING:
-    from twins import Impl
+    from aiowheel._impl import Implementation
 
 np = pytest.importorskip("numpy")
 
@@ -228,55 +228,59 @@ ACCEPTED = [np.int64(3), np.float32(2.5), np.float64(2.5), Fraction(5, 2), Decim
 
 
 @pytest.mark.parametrize("entry_point", list(WHEEL_ENTRY_POINTS))
-def test_wheel_entry_points_refuse_a_huge_int_by_name(impl: Impl, entry_point: str) -> None:
+def test_wheel_entry_points_refuse_a_huge_int_by_name(
+    twins: Implementation, entry_point: str
+) -> None:
     """Regression: tick gave ``OverflowError: int too large to convert to float``."""
     with pytest.raises(ValueError, match=names(HUGE)):
-        WHEEL_ENTRY_POINTS[entry_point](impl.wheel.HierarchicalWheel, HUGE)
+        WHEEL_ENTRY_POINTS[entry_point](twins.wheel.HierarchicalWheel, HUGE)
 
 
 @pytest.mark.parametrize("entry_point", list(WHEEL_ENTRY_POINTS))
 @pytest.mark.parametrize("value", ACCEPTED, ids=repr)
-def test_wheel_entry_points_take_any_real_number(impl: Impl, entry_point: str, value: Any) -> None:
+def test_wheel_entry_points_take_any_real_number(
+    twins: Implementation, entry_point: str, value: Any
+) -> None:
     """Regression: numpy scalars, Fractions and Decimals were refused with TypeError."""
-    WHEEL_ENTRY_POINTS[entry_point](impl.wheel.HierarchicalWheel, value)
+    WHEEL_ENTRY_POINTS[entry_point](twins.wheel.HierarchicalWheel, value)
 
 
 @pytest.mark.parametrize("entry_point", list(WHEEL_ENTRY_POINTS))
-def test_wheel_entry_points_refuse_a_bool(impl: Impl, entry_point: str) -> None:
+def test_wheel_entry_points_refuse_a_bool(twins: Implementation, entry_point: str) -> None:
     with pytest.raises(TypeError, match="must be a real number, got True"):
-        WHEEL_ENTRY_POINTS[entry_point](impl.wheel.HierarchicalWheel, True)
+        WHEEL_ENTRY_POINTS[entry_point](twins.wheel.HierarchicalWheel, True)
 
 
-def test_wheel_size_takes_numpy_ints_and_refuses_huge_ones(impl: Impl) -> None:
+def test_wheel_size_takes_numpy_ints_and_refuses_huge_ones(twins: Implementation) -> None:
     """Regression: a huge wheel_size gave OverflowError (pure) or MemoryError (compiled)."""
-    assert impl.wheel.HierarchicalWheel(wheel_size=np.int64(8)).wheel_size == 8
+    assert twins.wheel.HierarchicalWheel(wheel_size=np.int64(8)).wheel_size == 8
     for size in (HUGE, 2**40 + 1):
         with pytest.raises(ValueError, match=rf"wheel_size {names(size)} is too large"):
-            impl.wheel.HierarchicalWheel(wheel_size=size)
+            twins.wheel.HierarchicalWheel(wheel_size=size)
 
 
-def test_a_fraction_deadline_is_never_filed_below_itself(impl: Impl) -> None:
+def test_a_fraction_deadline_is_never_filed_below_itself(twins: Implementation) -> None:
     """A float nearest to 5 + 1e-30 is 5: filed there, it would come out at 5, early."""
-    wheel = impl.wheel.HierarchicalWheel(tick=1, wheel_size=8)
+    wheel = twins.wheel.HierarchicalWheel(tick=1, wheel_size=8)
     entry = wheel.add(ABOVE_5, "x")
     assert entry.deadline == math.nextafter(5.0, math.inf)
     assert wheel.advance(5) == []
     assert wheel.advance(6) == ["x"]
 
 
-def test_a_fraction_clock_reading_never_releases_early(impl: Impl) -> None:
+def test_a_fraction_clock_reading_never_releases_early(twins: Implementation) -> None:
     """Advancing to just below 5: the nearest float, 5, would release a deadline of 5."""
-    wheel = impl.wheel.HierarchicalWheel(tick=1, wheel_size=8)
+    wheel = twins.wheel.HierarchicalWheel(tick=1, wheel_size=8)
     wheel.add(5, "x")
     assert wheel.advance(BELOW_5) == []
     assert wheel.advance(Decimal(5)) == ["x"]
-    start = impl.wheel.HierarchicalWheel(tick=1, start=BELOW_5)
+    start = twins.wheel.HierarchicalWheel(tick=1, start=BELOW_5)
     assert start.now == 4
 
 
-def test_a_fraction_tick_is_kept_as_the_nearest_float(impl: Impl) -> None:
-    assert impl.wheel.HierarchicalWheel(tick=Fraction(1, 1000)).tick == 0.001
-    assert impl.wheel.HierarchicalWheel(tick=np.int64(2)).tick == 2
+def test_a_fraction_tick_is_kept_as_the_nearest_float(twins: Implementation) -> None:
+    assert twins.wheel.HierarchicalWheel(tick=Fraction(1, 1000)).tick == 0.001
+    assert twins.wheel.HierarchicalWheel(tick=np.int64(2)).tick == 2
 
 
 # -- the Timer, its timeouts and IdleTimeouts (the selected core) ----------------------------------
@@ -444,7 +448,7 @@ AFTER_GRID = Fraction(GRID) + Fraction(1, 10**30)
 
 
 class VirtualWheelLoop(WheelEventLoop, VirtualTimeLoop):
-    """The wheel-backed selector loop on a virtual clock (as in tests/test_loop.py)."""
+    """The wheel-backed selector loop on a virtual clock (as in tests/loop/)."""
 
     def __init__(self) -> None:
         VirtualTimeLoop.__init__(self, START)

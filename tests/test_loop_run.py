@@ -23,7 +23,7 @@ MAKERS = [new_event_loop, pytest.param(new_uvloop_event_loop, marks=needs_uvloop
 
 @pytest.mark.parametrize("make", MAKERS)
 def test_runs_a_main_on_a_new_wheel_loop_with_its_options_and_returns_its_result(
-    core: str, make: Callable[..., WheelLoop]
+    implementation: str, make: Callable[..., WheelLoop]
 ) -> None:
     seen: dict[str, Any] = {}
 
@@ -39,13 +39,21 @@ def test_runs_a_main_on_a_new_wheel_loop_with_its_options_and_returns_its_result
         return 6 * x
 
     result = aiowheel.loop.run(
-        main(7), loop_factory=make, tick=0.002, wheel_size=32, min_delay=0.01, core=core
+        main(7),
+        loop_factory=make,
+        tick=0.002,
+        wheel_size=32,
+        min_delay=0.01,
+        implementation=implementation,
     )
     assert result == 42
     assert isinstance(seen["loop"], WheelLoop)
     assert isinstance(seen["loop"], type(make()))
     assert seen["options"] == (0.002, 32, 0.01)
-    assert seen["handle_class"] is aiowheel._impl.impl_named(core).loop.TimerHandle
+    assert (
+        seen["handle_class"]
+        is aiowheel._impl.implementation_named(implementation).loop.LoopTimerHandle
+    )
     assert seen["loop"].is_closed()
 
 
@@ -147,7 +155,11 @@ def test_refused_from_a_running_loop_as_asyncio_run_is() -> None:
 
 @pytest.mark.parametrize(
     ("options", "message"),
-    [({"tick": 0}, "tick"), ({"wheel_size": 1}, "wheel_size"), ({"core": "c"}, "core")],
+    [
+        ({"tick": 0}, "tick"),
+        ({"wheel_size": 1}, "wheel_size"),
+        ({"implementation": "c"}, "implementation"),
+    ],
 )
 def test_a_bad_option_is_refused_by_name_before_main_starts(
     options: dict[str, Any], message: str

@@ -22,8 +22,8 @@ from aiowheel import PendingLimitError, Timer
 from aiowheel.testing import run
 from aiowheel.timeouts import Timeout
 
-# Every test on both twins of the cores (the `core` fixture, see conftest.py).
-pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("core")]
+# Every test on both implementations (the `implementation` fixture, see conftest.py).
+pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("implementation")]
 
 TICK = 0.25
 

@@ -8,7 +8,7 @@ it. A twin added to the table is covered here without a line of this module chan
 
 What the twins *do* alike is tested elsewhere, on both implementations in one process (the
 ``twins`` and ``implementation`` fixtures of ``conftest.py``): ``tests/wheel/``,
-``tests/timer/``, ``tests/idle/``, ``test_loop*.py``, and ``test_impl.py``'s random operations
+``tests/timer/``, ``tests/idle/``, ``tests/loop/``, and ``test_impl.py``'s random operations
 compared step by step.
 """
 

@@ -34,4 +34,4 @@ def is_loop_handle(handle: object) -> bool:
     core of :data:`aiowheel._impl.SELECTED`, which the ``implementation`` fixture sets.
     (``aiowheel.loop``'s ``LoopTimerHandle`` is the class of the implementation selected at
     import.)"""
-    return isinstance(handle, _impl.SELECTED.loop.TimerHandle)
+    return isinstance(handle, _impl.SELECTED.loop.LoopTimerHandle)

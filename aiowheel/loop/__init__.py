@@ -27,8 +27,9 @@ shares (:class:`WheelLoop`, the routing, the driver), ``_selector`` the selector
 ``_uvloop`` the uvloop base, which alone imports uvloop. This module chooses between them and is
 the public API. The wheel timers themselves -- their handle, filing, cancelling, advancing -- are
 a ``LoopCore`` from :mod:`aiowheel._impl`, which the loop holds: compiled if the extension is
-built, else the pure specification :mod:`aiowheel._loopcore` (``core=`` names one). The core's
-docstring is the contract between the two: what the loop hands it, what it gives back.
+built, else the pure specification :mod:`aiowheel._loopcore` (``implementation=`` names one).
+The core's docstring is the contract between the two: what the loop hands it, what it gives
+back.
 
 Routing. A timer whose delay (``when - loop.time()`` at the call) is at least ``min_delay`` goes
 on the wheel; a shorter one (an overdue one too) goes straight into the loop core's *near queue*,
@@ -101,6 +102,7 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, Literal, SupportsFloat, SupportsIndex, TypedDict, TypeVar, Unpack
 
+from aiowheel._defaults import DEFAULT_TICK, DEFAULT_WHEEL_SIZE
 from aiowheel.loop import _selector
 from aiowheel.loop._wheelloop import (
     FAR_DELAY,
@@ -145,10 +147,10 @@ def _uvloop_class() -> Callable[..., WheelLoop]:
 
 def new_event_loop(
     *,
-    tick: SupportsFloat = 0.001,
-    wheel_size: SupportsIndex = 64,
+    tick: SupportsFloat = DEFAULT_TICK,
+    wheel_size: SupportsIndex = DEFAULT_WHEEL_SIZE,
     min_delay: SupportsFloat | None = None,
-    core: Literal["compiled", "pure"] | None = None,
+    implementation: Literal["compiled", "pure"] | None = None,
 ) -> WheelLoop:
     """A new event loop -- asyncio's default one -- whose ``call_later`` / ``call_at`` put timers
     on a hierarchical wheel: the wheel's ``asyncio.new_event_loop``.
@@ -165,26 +167,26 @@ def new_event_loop(
         wheel_size: slots per level, a whole number from 2 to ``2**40``.
         min_delay: timers with a delay below this (seconds, a finite real number >= 0) skip
             the wheel, into the loop's queue of imminent timers; None means ``4 * tick``.
-        core: the loop core that holds the timers, ``"compiled"`` or ``"pure"`` (the same
-            behaviour; for tests and comparisons); None means the compiled one if it is built,
-            else the pure one.
+        implementation: the implementation of the loop core that holds the timers,
+            ``"compiled"`` or ``"pure"`` (the same behaviour; for tests and comparisons); None
+            means the compiled one if it is built, else the pure one.
 
     Raises:
-        TypeError, ValueError: for a bad ``tick``, ``wheel_size``, ``min_delay`` or ``core``,
-            naming it.
-        RuntimeError: ``core="compiled"`` when the compiled core is not built.
+        TypeError, ValueError: for a bad ``tick``, ``wheel_size``, ``min_delay`` or
+            ``implementation``, naming it.
+        RuntimeError: ``implementation="compiled"`` when it is not built.
     """
     return _selector.WheelEventLoop(
-        tick=tick, wheel_size=wheel_size, min_delay=min_delay, core=core
+        tick=tick, wheel_size=wheel_size, min_delay=min_delay, implementation=implementation
     )
 
 
 def new_uvloop_event_loop(
     *,
-    tick: SupportsFloat = 0.001,
-    wheel_size: SupportsIndex = 64,
+    tick: SupportsFloat = DEFAULT_TICK,
+    wheel_size: SupportsIndex = DEFAULT_WHEEL_SIZE,
     min_delay: SupportsFloat | None = None,
-    core: Literal["compiled", "pure"] | None = None,
+    implementation: Literal["compiled", "pure"] | None = None,
 ) -> WheelLoop:
     """A new wheel-backed event loop on ``uvloop.Loop``: the wheel's ``uvloop.new_event_loop``.
 
@@ -192,12 +194,14 @@ def new_uvloop_event_loop(
     aiowheel.loop:new_uvloop_event_loop`` for uvicorn). Needs ``pip install 'aiowheel[uvloop]'``.
 
     Raises:
-        TypeError, ValueError: for a bad ``tick``, ``wheel_size``, ``min_delay`` or ``core``,
-            naming it.
+        TypeError, ValueError: for a bad ``tick``, ``wheel_size``, ``min_delay`` or
+            ``implementation``, naming it.
         ImportError: uvloop is not installed (naming the extra that installs it).
-        RuntimeError: ``core="compiled"`` when the compiled core is not built.
+        RuntimeError: ``implementation="compiled"`` when it is not built.
     """
-    return _uvloop_class()(tick=tick, wheel_size=wheel_size, min_delay=min_delay, core=core)
+    return _uvloop_class()(
+        tick=tick, wheel_size=wheel_size, min_delay=min_delay, implementation=implementation
+    )
 
 
 class _LoopOptions(TypedDict, total=False):
@@ -206,7 +210,7 @@ class _LoopOptions(TypedDict, total=False):
     tick: SupportsFloat
     wheel_size: SupportsIndex
     min_delay: SupportsFloat | None
-    core: Literal["compiled", "pure"] | None
+    implementation: Literal["compiled", "pure"] | None
 
 
 def run(
@@ -233,7 +237,8 @@ def run(
             as ``uvloop.run`` takes its own.
         debug: asyncio's debug mode for the loop, as ``asyncio.run``'s; None leaves the default
             (``PYTHONASYNCIODEBUG``, ``-X dev``).
-        **options: the wheel's options, ``tick``, ``wheel_size``, ``min_delay``, ``core``, given
+        **options: the wheel's options, ``tick``, ``wheel_size``, ``min_delay``,
+            ``implementation``, given
             to ``loop_factory`` as :func:`new_event_loop` documents them.
 
     Raises:

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, Literal, SupportsFloat, SupportsIndex
 
+from aiowheel._defaults import DEFAULT_TICK, DEFAULT_WHEEL_SIZE
 from aiowheel.loop._wheelloop import WheelLoop
 
 __all__ = ["WheelEventLoop"]
@@ -32,9 +33,9 @@ class WheelEventLoop(WheelLoop, _BaseLoop):
         wheel_size: slots per level.
         min_delay: timers with a shorter delay skip the wheel, into the loop's queue of
             imminent timers; default ``4 * tick``.
-        core: the loop core that holds the wheel timers: ``"compiled"``, ``"pure"``, or None
-            for the one :mod:`aiowheel._impl` selected (the compiled one if built). RuntimeError
-            for ``"compiled"`` when it is not built.
+        implementation: the implementation of the loop core that holds the wheel timers:
+            ``"compiled"``, ``"pure"``, or None for the one :mod:`aiowheel._impl` selected (the
+            compiled one if built). RuntimeError for ``"compiled"`` when it is not built.
     """
 
     # The loop core's call_later / call_at, bound by _init_wheel (see WheelLoop).
@@ -44,14 +45,16 @@ class WheelEventLoop(WheelLoop, _BaseLoop):
         self,
         selector: selectors.BaseSelector | None = None,
         *,
-        tick: SupportsFloat = 0.001,
-        wheel_size: SupportsIndex = 64,
+        tick: SupportsFloat = DEFAULT_TICK,
+        wheel_size: SupportsIndex = DEFAULT_WHEEL_SIZE,
         min_delay: SupportsFloat | None = None,
-        core: Literal["compiled", "pure"] | None = None,
+        implementation: Literal["compiled", "pure"] | None = None,
     ) -> None:
         super().__init__(selector)
         try:
-            self._init_wheel(tick=tick, wheel_size=wheel_size, min_delay=min_delay, core=core)
+            self._init_wheel(
+                tick=tick, wheel_size=wheel_size, min_delay=min_delay, implementation=implementation
+            )
         except BaseException:
             # Bad options: close what the base loop opened, or it warns when collected.
             _BaseLoop.close(self)

@@ -26,6 +26,7 @@ from typing import Any, Literal, SupportsFloat, SupportsIndex
 
 import uvloop
 
+from aiowheel._defaults import DEFAULT_TICK, DEFAULT_WHEEL_SIZE
 from aiowheel.loop._wheelloop import FAR_DELAY, WheelLoop
 
 __all__ = ["WheelUVLoop", "delay_to_ms_at_or_after"]
@@ -66,14 +67,16 @@ class WheelUVLoop(WheelLoop, _UVLoop):  # type: ignore[valid-type,misc]  # runti
     def __init__(
         self,
         *,
-        tick: SupportsFloat = 0.001,
-        wheel_size: SupportsIndex = 64,
+        tick: SupportsFloat = DEFAULT_TICK,
+        wheel_size: SupportsIndex = DEFAULT_WHEEL_SIZE,
         min_delay: SupportsFloat | None = None,
-        core: Literal["compiled", "pure"] | None = None,
+        implementation: Literal["compiled", "pure"] | None = None,
     ) -> None:
         super().__init__()
         try:
-            self._init_wheel(tick=tick, wheel_size=wheel_size, min_delay=min_delay, core=core)
+            self._init_wheel(
+                tick=tick, wheel_size=wheel_size, min_delay=min_delay, implementation=implementation
+            )
         except BaseException:
             # Bad options: close the libuv loop, or uvloop logs an error when collected.
             _UVLoop.close(self)

@@ -1,8 +1,8 @@
 """What every wheel-backed loop shares, whatever its base loop: :class:`WheelLoop` (the driver
 that advances the wheel, the statistics, closing) and :class:`WheelStats`. The wheel timers
 themselves -- routing, handles (:class:`LoopTimerHandle`), filing, cancelling -- are a loop core
-of :mod:`aiowheel._impl` that the loop holds (compiled if built, or the one ``core=`` names),
-made with the hooks below and reached through its documented methods only.
+of :mod:`aiowheel._impl` that the loop holds (compiled if built, or the one ``implementation=``
+names), made with the hooks below and reached through its documented methods only.
 
 The base-loop specific parts are hooks (see :class:`WheelLoop`), filled in by
 :mod:`aiowheel.loop._selector` and :mod:`aiowheel.loop._uvloop`. The behaviour and guarantees are
@@ -20,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, SupportsFloat, SupportsIndex
 
-from aiowheel._checks import check_length
+from aiowheel._checks import MAX_WHEEL_SIZE, check_count, check_length
 from aiowheel._contract import LoopCore
+from aiowheel._defaults import DEFAULT_TICK, DEFAULT_WHEEL_SIZE
 from aiowheel._impl import HierarchicalWheel, LoopTimerHandle, implementation_named
 
 __all__ = ["FAR_DELAY", "LoopTimerHandle", "WheelLoop", "WheelStats", "resolve_min_delay"]
@@ -87,9 +88,10 @@ class WheelLoop(asyncio.AbstractEventLoop):
     :meth:`_call_soon_on_base`.
 
     The wheel timers are the loop's *core*, a ``LoopCore`` of :mod:`aiowheel._impl` (the
-    compiled one if built, or the one ``core`` names), which the loop holds: it hands the core
-    the hooks it needs when it makes it, and its ``call_later`` / ``call_at`` are the core's,
-    bound on the loop instance (for the compiled core, no Python frame runs for a timer).
+    compiled one if built, or the one ``implementation`` names), which the loop holds: it hands
+    the core the hooks it needs when it makes it, and its ``call_later`` / ``call_at`` are the
+    core's, bound on the loop instance (for the compiled core, no Python frame runs for a
+    timer).
     """
 
     # The wheel's timers: the wheel, their handles and their bookkeeping.
@@ -107,16 +109,19 @@ class WheelLoop(asyncio.AbstractEventLoop):
     def _init_wheel(
         self,
         *,
-        tick: SupportsFloat = 0.001,
-        wheel_size: SupportsIndex = 64,
+        tick: SupportsFloat = DEFAULT_TICK,
+        wheel_size: SupportsIndex = DEFAULT_WHEEL_SIZE,
         min_delay: SupportsFloat | None = None,
-        core: Literal["compiled", "pure"] | None = None,
+        implementation: Literal["compiled", "pure"] | None = None,
     ) -> None:
         """Set up the wheel; called by the concrete class once the base loop is initialised
-        (its ``time()`` must work). ``core`` names the loop core: ``"compiled"``, ``"pure"``,
-        or None for the one :mod:`aiowheel._impl` selected."""
-        loop_core = implementation_named(core).loop.LoopCore
-        wheel: HierarchicalWheel[Any] = HierarchicalWheel(tick, wheel_size)  # checks them
+        (its ``time()`` must work). ``implementation`` names the loop core's: ``"compiled"``,
+        ``"pure"``, or None for the one :mod:`aiowheel._impl` selected."""
+        loop_core = implementation_named(implementation).loop.LoopCore
+        # The wheel's own checks, and messages, before anything is made: the default min_delay
+        # is a multiple of the tick as the wheel keeps it.
+        tick = check_length(tick, "tick")
+        check_count(wheel_size, "wheel_size", 2, MAX_WHEEL_SIZE)
         self._driver = None
         self._driver_context = contextvars.Context()
         self._base_timers = 0
@@ -125,7 +130,7 @@ class WheelLoop(asyncio.AbstractEventLoop):
             self,
             tick,
             wheel_size,
-            resolve_min_delay(min_delay, wheel.tick),
+            resolve_min_delay(min_delay, tick),
             FAR_DELAY,
             arm=self._arm,
             check_in_debug=self._check_in_debug,

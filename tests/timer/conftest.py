@@ -17,6 +17,6 @@ driver by), ``test_callbacks.py`` (on time, in order, from other callbacks), ``t
 (contexts and errors), ``test_cancel.py``, ``test_sleep.py``, ``test_input.py`` (what is
 refused), ``test_jobs.py`` (``schedule``), ``test_lifecycle.py`` (entering and closing),
 ``test_driver.py`` (when the driver wakes), ``test_stats.py`` (stats, len, repr);
-``tests/test_backends.py`` has what differs by backend and ``tests/test_faults.py`` the
+``tests/test_backends.py`` has what differs by backend and ``tests/faults/`` the
 interrupts and ``max_pending`` limits, as fault tables.
 """

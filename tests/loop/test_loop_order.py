@@ -37,7 +37,7 @@ except ImportError:  # pragma: no cover - uvloop is in the dev extra
 needs_uvloop = pytest.mark.skipif(uvloop is None, reason="uvloop is not installed")
 
 # Every test on both loop cores, in one pytest run (see conftest.py).
-pytestmark = pytest.mark.usefixtures("core")
+pytestmark = pytest.mark.usefixtures("implementation")
 
 # Real-time waits end on the event itself; this only bounds a test that would otherwise hang.
 WATCHDOG = 10.0
@@ -314,13 +314,13 @@ def collected(make: Callable[[], Connection]) -> bool:
 
 
 def test_the_compiled_handle_is_not_tracked_by_the_cyclic_collector(
-    loop: WheelLoop, core: str
+    loop: WheelLoop, implementation: str
 ) -> None:
     handle = loop.call_later(10, print)
     short = loop.call_later(0, print)
     # The pure handle is a Python object with slots, which CPython tracks: nothing to spare;
     # nor in the CPython fallback build, whose handles keep their GC support.
-    tracked = core == "pure" or _impl.CPYTHON_FALLBACK
+    tracked = implementation == "pure" or _impl.CPYTHON_FALLBACK
     assert gc.is_tracked(handle) is tracked and gc.is_tracked(short) is tracked
     handle.cancel()
     short.cancel()
