@@ -460,3 +460,42 @@ def test_no_module_outside_the_wheel_touches_an_entrys_private_fields() -> None:
 
 def test_the_wheel_sources_named_here_exist() -> None:
     assert {path.name for path in PACKAGE.iterdir()} >= WHEEL_SOURCES
+
+
+# -- one home per fact --------------------------------------------------------------------------
+
+# asyncio's messages that the cores repeat, and the defaults of a wheel's shape: each written in
+# one file, which every layer and both twins import (the constants' names are used elsewhere).
+FACT_HOMES = {
+    '"delay must not be None"': "_checks.py",
+    '"when cannot be None"': "_checks.py",
+    "DEFAULT_TICK: Final = 0.001": "_defaults.py",
+    "DEFAULT_WHEEL_SIZE: Final = 64": "_defaults.py",
+}
+# A default tick or wheel size written as a literal in a signature (the Spark pipeline and the
+# demo have options of their own).
+LITERAL_DEFAULT = re.compile(r"\b(tick|wheel_size)\s*(:[^=\n]*)?=\s*(0\.001|64)\b")
+
+
+def core_sources() -> list[Path]:
+    return [
+        path
+        for path in PACKAGE.rglob("*")
+        if path.suffix in {".py", ".pyx", ".pxd", ".pxi", ".pyi"}
+        and not {"spark", "demo"} & set(path.relative_to(PACKAGE).parts)
+    ]
+
+
+@pytest.mark.parametrize(("fact", "home"), FACT_HOMES.items())
+def test_each_shared_message_and_default_is_written_in_one_file(fact: str, home: str) -> None:
+    assert [path.name for path in core_sources() if fact in path.read_text()] == [home]
+
+
+def test_no_signature_repeats_the_default_tick_or_wheel_size() -> None:
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}"
+        for path in core_sources()
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if LITERAL_DEFAULT.search(line)
+    ]
+    assert found == []
