@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 import re
 import sys
@@ -111,3 +112,22 @@ def test_bad_options_are_refused_by_name(
     for make in makers:
         with pytest.raises(error, match=re.escape(message)):
             make(**options)
+
+
+def keyword_options(func: Any) -> dict[str, Any]:
+    """A signature's keyword-only parameters and their defaults."""
+    parameters = inspect.signature(func).parameters.values()
+    return {p.name: p.default for p in parameters if p.kind is p.KEYWORD_ONLY}
+
+
+def test_every_way_to_make_a_wheel_loop_takes_the_same_options() -> None:
+    # The wheel's options are written in the signatures of both makers, both loop classes and
+    # the loop's set-up, and in aiowheel.loop.run's TypedDict: the same names and defaults.
+    expected = keyword_options(new_event_loop)
+    assert list(expected) == ["tick", "wheel_size", "min_delay", "implementation"]
+    assert set(aiowheel.loop._LoopOptions.__annotations__) == set(expected)
+    makers = [new_uvloop_event_loop, WheelEventLoop.__init__, WheelLoop._init_wheel]
+    if uvloop is not None:
+        makers.append(aiowheel.loop._uvloop_class().__init__)  # type: ignore[misc]
+    for make in makers:
+        assert keyword_options(make) == expected, make
