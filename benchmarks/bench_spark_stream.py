@@ -255,7 +255,7 @@ def sources(
 
     slices = split(spark, log, os.path.join(tmp, "large-slices"), large, 4)
     # The small micro-batches continue where the warm-up slice ends.
-    bound = spark.read.parquet(slices[0]).agg(F.max("arrival")).first()[0]
+    (bound,) = spark.read.parquet(slices[0]).agg(F.max("arrival")).collect()[0]
     rest = log.filter(F.col("arrival") > bound)
     pieces = split(spark, rest, os.path.join(tmp, "small-slices"), small, 3)
     folders = {"large": os.path.join(tmp, "large"), "small": os.path.join(tmp, "small")}

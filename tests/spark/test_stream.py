@@ -197,7 +197,12 @@ def test_the_stream_reads_every_format_replay_reads_alike(
     source = tmp_path / "in"
     write_events(frame.coalesce(1), str(source / "slice-0"), format=format)
     expected = collect_expiries(
-        replay(spark, read_events(spark, str(source / "slice-0"), format=format), timeouts=[30.0], tick=1.0)
+        replay(
+            spark,
+            read_events(spark, str(source / "slice-0"), format=format),
+            timeouts=[30.0],
+            tick=1.0,
+        )
     )
     assert len(expected) == 1  # a, 30 s after its data at 00:00:20 (c is still pending)
     query, _progress = run_to_end(
