@@ -28,10 +28,11 @@ the whole log (timed once per round in the same session).
 timeout: the micro-batch without input at the end has the ``--due`` keys due and the others
 held. Its time (stream and floor, interleaved) shows whether it grows with the keys held.
 
-``--partitions 2,4`` repeats everything per ``spark.sql.shuffle.partitions`` (shards: 8 per
-partition, for both queries). Prints the tables with the machine's load, and writes
-``spark_stream.json``, ``.md`` and ``.png`` to ``--out`` (default: benchmarks/results). Numbers
-only: this never fails on speed. Each stream's output is checked against replay's.
+``--partitions 2,4`` repeats the figures per ``spark.sql.shuffle.partitions`` (shards: 8 per
+partition, for both queries; the keys-held case runs at the first). Prints the tables with the
+machine's load, and writes ``spark_stream.json``, ``.md`` and ``.png`` to ``--out`` (default:
+benchmarks/results). Numbers only: this never fails on speed. Each stream's output is checked
+against replay's.
 
     python benchmarks/bench_spark_stream.py                      # 3M events, local[2]
     python benchmarks/bench_spark_stream.py --quick              # 300k events, small sizes
@@ -60,6 +61,7 @@ from bench_spark_replay import connections_for, load
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
     from pyspark.sql.streaming.stateful_processor import (
         ExpiredTimerInfo,
         StatefulProcessorHandle,
@@ -82,6 +84,8 @@ CUSTOM_METRICS = (
     "numDeletedTimers",
 )
 QUERIES = ("floor", "stream")
+WORKER_FAILED_TO_START = "Python worker failed to connect back"
+WORKER_START_RETRIES = 3
 # The figures, each reported as the stream's over the floor's, with the issue's targets.
 FIGURES = {
     "no_data_ms": ("no-data micro-batch", "<= 1.25"),
@@ -129,50 +133,31 @@ def _floor_processor() -> Any:
 def start(spark: SparkSession, query: str, source: str, work: str) -> dict[str, Any]:
     """Run ``query`` (floor or stream) over ``source``, one file per micro-batch, to its end
     (``availableNow``) in a fresh checkpoint under ``work``; return its micro-batches."""
-    from aiowheel.spark import stream
-    from aiowheel.spark.events import EVENT_SCHEMA
-    from aiowheel.spark.stream import SHARDS_PER_PARTITION, _by_shard
+    from pyspark.errors import StreamingQueryException
+
+    from aiowheel.spark.stream import SHARDS_PER_PARTITION
 
     output, checkpoint = os.path.join(work, "out"), os.path.join(work, "ckpt")
     shutil.rmtree(work, ignore_errors=True)
     shards = SHARDS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions") or 200)
-    if query == "stream":
-        running = stream(
-            spark,
-            source,
-            output=output,
-            checkpoint=checkpoint,
-            timeouts=TIMEOUTS,
-            tick=TICK,
-            delay=DELAY,
-            max_files_per_trigger=1,
-            shards=shards,
-        )
-    else:
-        events = (
-            spark.readStream.schema(EVENT_SCHEMA)
-            .option("recursiveFileLookup", "true")
-            .option("maxFilesPerTrigger", "1")
-            .parquet(source)
-        )
+    for attempt in range(WORKER_START_RETRIES + 1):
         running = (
-            _by_shard(events, DELAY, shards)
-            .transformWithStateInPandas(
-                statefulProcessor=_floor_processor(),
-                outputStructType="key string",
-                outputMode="Append",
-                timeMode="EventTime",
-            )
-            .writeStream.format("parquet")
-            .option("path", output)
-            .option("checkpointLocation", checkpoint)
-            .outputMode("append")
-            .trigger(availableNow=True)
-            .start()
+            _start_stream(spark, source, output, checkpoint, shards)
+            if query == "stream"
+            else _start_floor(spark, source, output, checkpoint, shards)
         )
-    running.awaitTermination()
-    if running.exception() is not None:
-        raise RuntimeError(f"{query} failed: {running.exception()}")
+        try:
+            running.awaitTermination()
+        except StreamingQueryException as exc:
+            # Spark gives the Python process it starts on the driver for transformWithState
+            # ten seconds to connect back, a constant no setting changes; a loaded machine can
+            # miss it at a query's start, before any micro-batch: start again (the checkpoint
+            # holds nothing yet).
+            if WORKER_FAILED_TO_START not in str(exc) or attempt == WORKER_START_RETRIES:
+                raise
+            shutil.rmtree(work, ignore_errors=True)
+            continue
+        break
     batches = []
     for progress in running.recentProgress:
         state = progress["stateOperators"][0] if progress["stateOperators"] else {}
@@ -187,6 +172,53 @@ def start(spark: SparkSession, query: str, source: str, work: str) -> dict[str, 
             }
         )
     return {"batches": batches, "output": output, "watermark": _watermark_of(running)}
+
+
+def _start_stream(
+    spark: SparkSession, source: str, output: str, checkpoint: str, shards: int
+) -> StreamingQuery:
+    from aiowheel.spark import stream
+
+    return stream(
+        spark,
+        source,
+        output=output,
+        checkpoint=checkpoint,
+        timeouts=TIMEOUTS,
+        tick=TICK,
+        delay=DELAY,
+        max_files_per_trigger=1,
+        shards=shards,
+    )
+
+
+def _start_floor(
+    spark: SparkSession, source: str, output: str, checkpoint: str, shards: int
+) -> StreamingQuery:
+    from aiowheel.spark.events import EVENT_SCHEMA
+    from aiowheel.spark.stream import _by_shard
+
+    events = (
+        spark.readStream.schema(EVENT_SCHEMA)
+        .option("recursiveFileLookup", "true")
+        .option("maxFilesPerTrigger", "1")
+        .parquet(source)
+    )
+    return (
+        _by_shard(events, DELAY, shards)
+        .transformWithStateInPandas(
+            statefulProcessor=_floor_processor(),
+            outputStructType="key string",
+            outputMode="Append",
+            timeMode="EventTime",
+        )
+        .writeStream.format("parquet")
+        .option("path", output)
+        .option("checkpointLocation", checkpoint)
+        .outputMode("append")
+        .trigger(availableNow=True)
+        .start()
+    )
 
 
 def _watermark_of(query: Any) -> float | None:
@@ -480,7 +512,7 @@ def main(argv: list[str] | None = None) -> int:
                     f" ({measured['load']})",
                     flush=True,
                 )
-            for held in args.held:
+            for held in args.held if partitions == args.partitions[0] else []:
                 source = os.path.join(tmp, f"held-{held}")
                 if not os.path.exists(source):
                     held_log(spark, source, held, args.due)
