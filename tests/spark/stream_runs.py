@@ -13,9 +13,10 @@ if TYPE_CHECKING:
 # processor's state layout, once per query start) ten seconds to connect back: a constant of
 # PythonWorkerFactory.createSimpleWorker in Spark 4.3, which no setting changes
 # (spark.python.authenticate.socketTimeout is the wait after it connects). On a loaded machine
-# the process can take longer, and the query dies with this message in its first micro-batch.
+# the process can take longer, and the query dies with this message in its first micro-batch
+# (the session fixture makes the process start faster, see conftest.py; this is what is left).
 WORKER_FAILED_TO_START = "Python worker failed to connect back"
-WORKER_START_RETRIES = 3
+WORKER_START_RETRIES = 5
 
 
 def run_to_end(start: Callable[[], StreamingQuery]) -> tuple[StreamingQuery, list[dict[str, Any]]]:
