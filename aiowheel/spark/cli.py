@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -390,9 +391,17 @@ class _InputError(Exception):
         self.cause = cause
 
     def line(self) -> str:
-        """One line: the input and the first line of Spark's message."""
-        first = str(self.cause).strip().splitlines()
-        return f"{self.what}: {first[0] if first else type(self.cause).__name__}"
+        """One line: the input and the first line of Spark's message (for an error raised in
+        the JVM, the Java exception's message, not py4j's "An error occurred while calling")."""
+        lines = [line.strip() for line in str(self.cause).strip().splitlines()]
+        if isinstance(self.cause, Py4JJavaError) and len(lines) > 1:
+            # ": org.apache.spark.SparkException: Could not parse Master URL: 'local[x]'"
+            lines = [_JAVA_EXCEPTION.sub("", lines[1].removeprefix(": ")), *lines[2:]]
+        return f"{self.what}: {lines[0] if lines else type(self.cause).__name__}"
+
+
+# The class name a Java exception's message starts with, as py4j shows it.
+_JAVA_EXCEPTION = re.compile(r"^(?:[\w$]+\.)+[\w$]*(?:Exception|Error): ")
 
 
 @contextmanager
