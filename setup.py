@@ -8,7 +8,16 @@ from the ``.pyx`` of that name (``aiowheel._ctimercore`` from ``aiowheel/_ctimer
 
 The extensions are optional, as in aio-libs' packages: without Cython or a working C compiler,
 or with ``AIOWHEEL_NO_EXTENSIONS`` set to a non-empty value, the install still succeeds, with a
-warning, and ``aiowheel._impl`` falls back to the pure-Python twins.
+warning, and ``aiowheel._impl`` falls back to the pure-Python twins. A wheel built with no
+extension in it is tagged as the pure-Python wheel it is (``py3-none-any``), not for the platform.
+
+With ``AIOWHEEL_REQUIRE_EXTENSIONS`` set to a non-empty value, a compiled part that cannot be built
+is an error instead: the build, and so ``pip install``, fails and says why (users who want the
+compiled core: ``AIOWHEEL_REQUIRE_EXTENSIONS=1 pip install --no-binary aiowheel aiowheel``).
+
+On a free-threaded CPython (3.13t, 3.14t: ``Py_GIL_DISABLED``) the compiled parts are not built:
+they rely on the GIL (``aiowheel/_ccpython.pxd``), and importing them would turn it back on. The
+pure-Python core runs there with the GIL off (docs/development.md, "Free-threaded Python").
 
 With ``AIOWHEEL_CPYTHON_FALLBACK`` set to a non-empty value the parts are compiled without any
 use of CPython's internals (the C macro of that name; see ``aiowheel/_ccpython.pxd``):
@@ -21,14 +30,18 @@ import ast
 import glob
 import os
 import sys
+import sysconfig
 from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_ext import build_ext
 
 SRC = Path(".")
 # Set to a non-empty value at build time: compile the CPython fallback build (see _extensions).
 FALLBACK = "AIOWHEEL_CPYTHON_FALLBACK"
+# Set to a non-empty value at build time: a compiled part that is not built fails the build.
+REQUIRE = "AIOWHEEL_REQUIRE_EXTENSIONS"
 # Every other Cython source: the .pxi files a part includes and the .pxd files it cimports. A
 # glob, so that a new one rebuilds every part when it changes without being listed here.
 DEPENDS = sorted(glob.glob("aiowheel/**/*.px[id]", recursive=True))
@@ -73,7 +86,35 @@ class OptionalBuildExt(build_ext):
         super().copy_extensions_to_source()
 
 
+class PureWhenNothingBuiltWheel(bdist_wheel):
+    """bdist_wheel that tags a wheel with no compiled part in it as pure (``py3-none-any``).
+
+    setuptools tags a wheel for the platform as soon as the project declares an extension, built
+    or not; a wheel without one runs anywhere, and says so.
+    """
+
+    def get_tag(self) -> tuple[str, str, str]:
+        # Called once the build has run; the files are in the wheel's root either way, so
+        # turning the root pure only changes the tag and the Root-Is-Purelib line.
+        if not self.root_is_pure and not _built(self.get_finalized_command("build_ext")):
+            self.root_is_pure = True
+        return super().get_tag()
+
+
+def _built(command: build_ext) -> list[str]:
+    """The extensions ``command`` produced: the ones whose file exists."""
+    return [
+        ext.name for ext in command.extensions if os.path.exists(command.get_ext_fullpath(ext.name))
+    ]
+
+
 def _warn(reason: str) -> None:
+    if os.environ.get(REQUIRE):
+        raise SystemExit(
+            f"error: aiowheel's compiled core was not built ({reason}), and {REQUIRE} is set: "
+            "install a C compiler and Python's headers (and Cython), or unset it to install the "
+            "pure-Python core"
+        )
     print(
         f"WARNING: aiowheel's compiled core was not built ({reason}); "
         "the pure-Python core will be used.",
@@ -83,6 +124,11 @@ def _warn(reason: str) -> None:
 
 def _extensions() -> list[Extension]:
     if os.environ.get("AIOWHEEL_NO_EXTENSIONS"):
+        if os.environ.get(REQUIRE):
+            raise SystemExit(f"error: both AIOWHEEL_NO_EXTENSIONS and {REQUIRE} are set")
+        return []
+    if sysconfig.get_config_var("Py_GIL_DISABLED"):
+        _warn("a free-threaded Python: the compiled core needs the GIL")
         return []
     try:
         from Cython.Build import cythonize
@@ -119,7 +165,7 @@ def _extensions() -> list[Extension]:
 
 setup(
     ext_modules=_extensions(),
-    cmdclass={"build_ext": OptionalBuildExt},
+    cmdclass={"build_ext": OptionalBuildExt, "bdist_wheel": PureWhenNothingBuiltWheel},
     # The generated C source is a build product: wheels carry the compiled module, not it.
     exclude_package_data={"aiowheel": ["*.c"]},
 )

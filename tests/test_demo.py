@@ -291,6 +291,27 @@ def test_cli_rejects_a_keepalive_too_close_to_the_timeout(
     assert "at most half the idle timeout" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--silent-share=1.5"], "aiowheel demo: error: --silent-share must be in [0, 1], got 1.5"),
+        (["--clients=0"], "aiowheel demo: error: --clients must be at least 1, got 0"),
+        (["--tick=nan"], "aiowheel demo: error: --tick must be a finite number > 0, got nan"),
+        (["--duration=5"], "aiowheel demo: error: --duration (5 s) must be longer than"),
+    ],
+)
+def test_cli_range_errors_name_the_flag_under_the_demos_usage(
+    capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["demo", *flags])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.startswith("usage: aiowheel demo ")  # the command's usage, not the top level's
+    assert "silent_share" not in err
+
+
 def test_cli_without_a_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main([]) == 2
     assert "demo" in capsys.readouterr().err

@@ -1,15 +1,19 @@
 """Every Python example in the documentation runs, and prints what the page says it prints.
 
-The pages are the Markdown files of the site (``docs/**/*.md``) and the README. Each page's
-```` ```python ```` blocks run in order in one namespace per page, as a reader would paste them
-into one session. Conventions, written next to the block on the page:
+The pages are the Markdown files of the site (``docs/**/*.md``) and the README. Each
+```` ```python ```` block runs alone, in a namespace of its own, as a reader would paste it into
+a fresh interpreter: it makes its own imports and whatever it uses. Conventions, written next to
+the block on the page:
 
 * a ```` ```text ```` block right after a Python block (only blank lines between) is what that
   block prints, compared exactly (trailing spaces aside);
 * ``<!-- output -->`` ... ``<!-- /output -->`` right after a Python block holds what it prints as
   Markdown -- tables generated from the real wheel on "How it works", rendered by the site;
 * ``<!-- not run: reason -->`` right before a Python block skips it, for a reason the page
-  states (a cluster, a broker); the block must still compile.
+  states (a cluster, a broker); the block must still compile;
+* ``<!-- continues -->`` right before a Python block runs it in what the block before it left,
+  for a walkthrough whose steps build on one another ("How it works"); the page says so where
+  a reader sees it.
 
 Time is virtual: while the blocks run, ``asyncio.run`` is :func:`aiowheel.testing.run` (a loop
 whose clock jumps to the next timer) and ``trio.run`` gets ``MockClock(autojump_threshold=0)``,
@@ -61,7 +65,8 @@ PYTHON = {"python", "py", "python3"}
 _NOT_RUN = re.compile(r"<!--\s*not run:\s*(?P<reason>.*?)\s*-->\s*$", re.DOTALL)
 _OUTPUT_OPEN = re.compile(r"<!--\s*output\s*-->\s*$")
 _OUTPUT_CLOSE = re.compile(r"<!--\s*/output\s*-->\s*$")
-_MARKER = re.compile(r"<!--\s*(not run|output|/output)\b")
+_CONTINUES = re.compile(r"<!--\s*continues\s*-->\s*$")
+_MARKER = re.compile(r"<!--\s*(not run|output|/output|continues)\b")
 
 
 @dataclass
@@ -73,6 +78,7 @@ class Block:
     code: str
     expected: str | None  # what it prints, if the page says
     not_run: str | None  # the reason it is not run, if it is not
+    continues: bool = False  # runs in what the block before it left
 
 
 def _name(page: Path) -> str:
@@ -107,6 +113,10 @@ def parse(page: Path) -> list[Block]:
                 reason = match.group("reason")
                 assert reason, f"{_name(page)}:{before.map[0] + 1}: 'not run' needs a reason"
                 block.not_run = reason
+                used.add(index - 1)
+            elif _CONTINUES.match(before.content.strip()) and _blank(lines, before.map[1], start):
+                assert blocks, f"{_name(page)}:{before.map[0] + 1}: no block before to continue"
+                block.continues = True
                 used.add(index - 1)
         after = tokens[index + 1] if index + 1 < len(tokens) else None
         if after is not None and after.map is not None and _blank(lines, end, after.map[0]):
@@ -194,14 +204,17 @@ def _run(code: CodeType, namespace: dict[str, Any], where: str) -> str:
 
 
 def run_page(page: Path) -> int:
-    """Run the Python blocks of ``page``; return how many ran. Fails naming the block."""
-    namespace: dict[str, Any] = {"__name__": "__main__"}
+    """Run the Python blocks of ``page``, each alone; return how many ran. Fails naming the
+    block."""
     ran = 0
+    namespace: dict[str, Any] = {}
     for number, block in enumerate(parse(page), start=1):
         where = f"{_name(page)}, block {number} (line {block.line})"
         code = _compile(block, where)
         if block.not_run is not None:
             continue
+        if not block.continues:
+            namespace = {"__name__": "__main__"}
         printed = _run(code, namespace, where)
         ran += 1
         if block.expected is not None:
@@ -251,6 +264,21 @@ def test_not_run_needs_a_reason_and_still_compiles(tmp_path: Path) -> None:
         parse(_page(tmp_path, "<!-- not run: -->\n```python\npass\n```\n"))
     with pytest.raises(pytest.fail.Exception, match="does not compile"):
         run_page(_page(tmp_path, "<!-- not run: x -->\n```python\ndef f(:\n```\n"))
+
+
+def test_each_block_runs_alone(tmp_path: Path) -> None:
+    page = _page(tmp_path, "# t\n\n```python\nimport math\n```\n\n```python\nmath.pi\n```\n")
+    with pytest.raises(pytest.fail.Exception, match=r"(?s)block 2 .*NameError: name 'math'"):
+        run_page(page)
+
+
+def test_a_block_marked_continues_runs_in_what_the_one_before_left(tmp_path: Path) -> None:
+    page = _page(
+        tmp_path,
+        "# t\n\n```python\nimport math\n```\n\n<!-- continues -->\n"
+        "```python\nprint(round(math.pi, 2))\n```\n\n```text\n3.14\n```\n",
+    )
+    assert run_page(page) == 2
 
 
 def test_a_stray_marker_fails(tmp_path: Path) -> None:

@@ -396,3 +396,63 @@ def test_the_sdist_installed_without_extensions_runs_the_pure_core(
     assert report["run"] == ["fired", True]
     output = _run([str(python), str(SMOKE), "pure"], timeout=RUN_TIMEOUT, cwd=workdir, env=_env())
     assert "pure core" in output
+
+
+# -- no C compiler -----------------------------------------------------------------------------
+
+NO_COMPILER = "/nonexistent/cc"  # setuptools compiles with $CC: a compiler that is not there
+
+
+def _pip_wheel(sdist: Path, out: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """pip's own build of ``sdist`` into ``out`` (no cache: the build itself is under test)."""
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-cache-dir",
+            "--quiet",
+            "--wheel-dir",
+            str(out),
+            str(sdist),
+        ],
+        cwd=sdist.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BUILD_TIMEOUT,
+        check=False,
+    )
+
+
+def test_the_sdist_built_without_a_compiler_gives_a_wheel_tagged_pure(
+    dists: tuple[Path, Path], workdir: Path
+) -> None:
+    sdist, _ = dists
+    out = workdir / "no-compiler"
+    done = _pip_wheel(sdist, out, _env(CC=NO_COMPILER))
+    assert done.returncode == 0, done.stdout + done.stderr
+    (wheel,) = out.glob("aiowheel-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name  # not cp3XX-cp3XX-<platform>
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        (wheel_file,) = (name for name in names if name.endswith(".dist-info/WHEEL"))
+        tags = archive.read(wheel_file).decode()
+    assert not any(name.endswith((".so", ".pyd")) for name in names)
+    assert "Root-Is-Purelib: true" in tags
+    assert "Tag: py3-none-any" in tags
+
+
+def test_the_sdist_built_without_a_compiler_fails_when_the_compiled_core_is_required(
+    dists: tuple[Path, Path], workdir: Path
+) -> None:
+    sdist, _ = dists
+    out = workdir / "no-compiler-required"
+    done = _pip_wheel(sdist, out, _env(CC=NO_COMPILER, AIOWHEEL_REQUIRE_EXTENSIONS="1"))
+    assert done.returncode != 0
+    output = done.stdout + done.stderr
+    assert "aiowheel's compiled core was not built" in output
+    assert "AIOWHEEL_REQUIRE_EXTENSIONS is set" in output
+    assert not list(out.glob("*.whl"))

@@ -97,10 +97,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seed", type=int, default=None, help="seed of the plan (random)")
     parser.add_argument("--uvloop", action="store_true", help="run on uvloop")
+    # A value out of range is a usage error of this command: reported by its own parser, with
+    # its usage line and the flag's name (config_from_args).
+    parser.set_defaults(demo_usage_error=parser.error)
+
+
+def _as_flags(message: str) -> str:
+    """``message`` from :meth:`DemoConfig.check`, with the parameter it starts with (a Python
+    name, ``silent_share``) named as its command-line flag (``--silent-share``)."""
+    name, _, rest = message.partition(" ")
+    if name in DemoConfig.__dataclass_fields__:
+        return f"--{name.replace('_', '-')} {rest}"
+    return message
 
 
 def config_from_args(args: argparse.Namespace) -> DemoConfig:
-    """The :class:`DemoConfig` the parsed options describe (checked)."""
+    """The :class:`DemoConfig` the parsed options describe (checked): a combination that cannot
+    work is a usage error of the parser :func:`add_arguments` filled (it exits, status 2, naming
+    the flags), or a ValueError naming them for options parsed elsewhere."""
     config = DemoConfig(
         clients=args.clients,
         duration=args.duration,
@@ -113,7 +127,13 @@ def config_from_args(args: argparse.Namespace) -> DemoConfig:
         seed=args.seed,
         uvloop=args.uvloop,
     )
-    config.check()
+    try:
+        config.check()
+    except ValueError as exc:
+        usage_error = getattr(args, "demo_usage_error", None)
+        if usage_error is None:
+            raise ValueError(_as_flags(str(exc))) from None
+        usage_error(_as_flags(str(exc)))
     return config
 
 

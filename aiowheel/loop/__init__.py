@@ -15,8 +15,9 @@ Entry points, one per task (the names asyncio and uvloop use):
 
 * make a loop: :func:`new_event_loop` (asyncio's default loop plus the wheel) or
   :func:`new_uvloop_event_loop` (``uvloop.Loop`` plus the wheel), each with the wheel's options;
-* run a main on one: ``asyncio.Runner(loop_factory=aiowheel.loop.new_event_loop)`` (or, from
-  Python 3.12, ``asyncio.run(main(), loop_factory=...)``), as with uvloop; options are bound with
+* run a main on one: :func:`run`, the wheel's ``asyncio.run`` in ``uvloop.run``'s shape
+  (``loop_factory=new_uvloop_event_loop`` for uvloop underneath, the wheel's options as keywords);
+  or ``asyncio.Runner(loop_factory=aiowheel.loop.new_event_loop)`` itself, with options bound by
   ``functools.partial``;
 * ask a running loop: :class:`WheelLoop`, what every wheel-backed loop is an instance of
   (``wheel_stats()``, ``wheel``, ``min_delay``), and :class:`WheelStats`, its counters.
@@ -95,9 +96,10 @@ loop's thread (``call_soon_threadsafe`` is the way in from other threads).
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Callable
-from typing import Literal, SupportsFloat, SupportsIndex
+from collections.abc import Callable, Coroutine
+from typing import Any, Literal, SupportsFloat, SupportsIndex, TypedDict, TypeVar, Unpack
 
 from aiowheel.loop import _selector
 from aiowheel.loop._wheelloop import (
@@ -114,7 +116,10 @@ __all__ = [
     "WheelStats",
     "new_event_loop",
     "new_uvloop_event_loop",
+    "run",
 ]
+
+_T = TypeVar("_T")
 
 # The public classes are documented, and named in annotations, as this package's. (Not the
 # handle: it is aiowheel._impl's, and the compiled one's type cannot be changed.)
@@ -193,3 +198,53 @@ def new_uvloop_event_loop(
         RuntimeError: ``core="compiled"`` when the compiled core is not built.
     """
     return _uvloop_class()(tick=tick, wheel_size=wheel_size, min_delay=min_delay, core=core)
+
+
+class _LoopOptions(TypedDict, total=False):
+    """The wheel's options, as :func:`new_event_loop` and :func:`new_uvloop_event_loop` take."""
+
+    tick: SupportsFloat
+    wheel_size: SupportsIndex
+    min_delay: SupportsFloat | None
+    core: Literal["compiled", "pure"] | None
+
+
+def run(
+    main: Coroutine[Any, Any, _T],
+    *,
+    loop_factory: Callable[..., asyncio.AbstractEventLoop] = new_event_loop,
+    debug: bool | None = None,
+    **options: Unpack[_LoopOptions],
+) -> _T:
+    """Run the coroutine ``main`` on a new wheel-backed loop and return its result: the wheel's
+    ``asyncio.run``, in ``uvloop.run``'s shape.
+
+    ``aiowheel.loop.run(main())`` is ``asyncio.Runner(loop_factory=new_event_loop)``'s
+    ``run(main())``, with what ``asyncio.run`` does around it: the loop is closed at the end,
+    after the tasks still pending are cancelled and the async generators and the default
+    executor shut down.
+
+    Args:
+        main: a coroutine object, ``main()`` (not the function); from Python 3.14 any
+            awaitable, as ``asyncio.run`` takes. Anything else raises what ``asyncio.run``
+            raises for it.
+        loop_factory: the loop maker, called with ``options``: :func:`new_event_loop` (asyncio's
+            loop underneath, the default) or :func:`new_uvloop_event_loop` (uvloop underneath),
+            as ``uvloop.run`` takes its own.
+        debug: asyncio's debug mode for the loop, as ``asyncio.run``'s; None leaves the default
+            (``PYTHONASYNCIODEBUG``, ``-X dev``).
+        **options: the wheel's options, ``tick``, ``wheel_size``, ``min_delay``, ``core``, given
+            to ``loop_factory`` as :func:`new_event_loop` documents them.
+
+    Raises:
+        ValueError: ``main`` is not a coroutine object (up to Python 3.13, as ``asyncio.run``).
+        TypeError: ``main`` is not awaitable (from Python 3.14, as ``asyncio.run``).
+        RuntimeError: called from a running event loop.
+        TypeError, ValueError: for a bad option, naming it (before ``main`` starts).
+    """
+    if asyncio._get_running_loop() is not None:
+        # asyncio.run's check, in its words (asyncio.Runner's would name the runner).
+        raise RuntimeError("aiowheel.loop.run() cannot be called from a running event loop")
+    factory = functools.partial(loop_factory, **options) if options else loop_factory
+    with asyncio.Runner(loop_factory=factory, debug=debug) as runner:
+        return runner.run(main)
