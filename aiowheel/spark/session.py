@@ -115,9 +115,9 @@ def _py_files_for_driver_workers(spark: SparkSession) -> None:
 
 _QUIET_LOG4J = """\
 # Warnings, as the shell would set (so Spark does not announce a level change), but not the
-# start-up ones every local run prints (loopback hostname, no native Hadoop); nothing at all
-# for log_level="OFF", so a failed start (a master Spark cannot parse) prints no stack trace.
-rootLogger.level = {level}
+# start-up ones every local run prints (loopback hostname, no native Hadoop); for
+# log_level="OFF", not the stack trace of a failed start either (a master Spark cannot parse).
+rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = stderr
 appender.console.type = Console
 appender.console.name = stderr
@@ -128,12 +128,18 @@ logger.utils.name = org.apache.spark.util.Utils
 logger.utils.level = error
 logger.native.name = org.apache.hadoop.util.NativeCodeLoader
 logger.native.level = error
+# A SparkContext that fails to start logs its Java stack at ERROR, then a warning as it stops
+# what never started: off for log_level="OFF".
+logger.context.name = org.apache.spark.SparkContext
+logger.context.level = {level}
+logger.metrics.name = org.apache.spark.metrics.MetricsSystem
+logger.metrics.level = {level}
 """
 
 
 def _quiet_log4j(level: str = "warn") -> str:
-    """Path of the quiet log4j2 configuration at ``level`` (its root logger's), written once and
-    shared by every process."""
+    """Path of the quiet log4j2 configuration with SparkContext's logger at ``level``, written
+    once and shared by every process."""
     config = _QUIET_LOG4J.replace("{level}", level)
     digest = hashlib.sha256(config.encode()).hexdigest()[:12]
     path = os.path.join(tempfile.gettempdir(), f"aiowheel-log4j2-{digest}.properties")
@@ -147,8 +153,9 @@ def _quiet_log4j(level: str = "warn") -> str:
 
 
 def _root_level(log_level: str) -> str:
-    """The log4j root level for ``spark_session``'s ``log_level`` from the JVM's first line:
-    nothing for OFF, else warnings (setLogLevel then sets the level asked for)."""
+    """SparkContext's log4j level for ``spark_session``'s ``log_level`` from the JVM's first
+    line: nothing for OFF, else warnings (setLogLevel then sets the level asked for). The root
+    logger stays at warnings: at another level than the shell's, Spark announces the change."""
     return "off" if log_level.upper() == "OFF" else "warn"
 
 
