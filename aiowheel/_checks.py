@@ -51,13 +51,17 @@ __all__ = [
     "NOT_RUNNING",
     "WHEN_NONE",
     "already_pending",
+    "cancelled_repr",
     "check_callback",
     "check_clock",
     "check_count",
     "check_deadline",
     "check_length",
     "check_ticks",
+    "closed_error",
     "deadline_after",
+    "loop_deadline",
+    "loop_deadline_after",
     "not_copyable",
     "not_running",
     "out_of_range",
@@ -116,6 +120,46 @@ def deadline_after(now: float, delay: SupportsFloat, what: str = "delay") -> flo
     if isinstance(delay, int | float):  # exactly what was given: the float sum, as asyncio's
         return now + checked
     return _round(Fraction(now) + _exact(delay), _UP, delay, what, "is too far away")
+
+
+def loop_deadline_after(now: float, delay: object) -> tuple[float, float]:
+    """For the wheel loop's ``call_later``, a ``delay`` that is not an int or a float (a
+    Fraction, a Decimal, a numpy scalar): ``(delay, when)``, the delay as the nearest float and
+    ``when = now + delay`` computed exactly and rounded up to a float (numpy's float32 + float
+    stays float32: never that). A NaN or infinite delay gives ``(it, now + it)`` as floats, for
+    the base loop, as asyncio takes a float one.
+
+    A ``delay`` that is not a real number fails as ``now + delay`` fails (asyncio's error); one
+    beyond float range is refused with a ValueError naming it.
+    """
+    if isinstance(delay, bool) or not isinstance(delay, Real | Decimal):
+        return delay, now + delay  # type: ignore[return-value, operator]  # asyncio's error
+    nearest = _float(delay, "delay")
+    if not math.isfinite(nearest):
+        return nearest, now + nearest
+    return nearest, deadline_after(now, delay)
+
+
+def loop_deadline(when: object) -> float:
+    """For the wheel loop's ``call_at``, a ``when`` that is not an int or a float: the smallest
+    float not below it; a NaN or infinite one as that float (for the base loop). Errors as for
+    :func:`loop_deadline_after`."""
+    if isinstance(when, bool) or not isinstance(when, Real | Decimal):
+        return 0.0 + when  # type: ignore[operator]  # asyncio's error
+    nearest = _float(when, "when")
+    if not math.isfinite(nearest):
+        return nearest
+    return check_deadline(when, "when")
+
+
+def _float(value: Real | Decimal, what: str) -> float:
+    """The nearest float to a real number: ValueError naming it beyond float range."""
+    try:
+        return float(value)
+    except (OverflowError, ValueError):  # a Fraction beyond float range, a signalling NaN
+        if isinstance(value, Decimal) and value.is_nan():
+            return math.nan
+        raise ValueError(f"{what} {value!r} is too far away") from None
 
 
 def check_length(
@@ -319,3 +363,17 @@ def not_copyable(kind: str) -> TypeError:
         f"a {kind} cannot be copied or pickled: it is the one handle of its timer, "
         "which a copy could cancel or detach from it"
     )
+
+
+def cancelled_repr(kept: str) -> str:
+    """The repr ``kept`` by a handle that ran in debug mode (``<TimerHandle when=...``), as
+    asyncio's says once the handle is cancelled after it ran: "cancelled" after the name."""
+    name, _, rest = kept.partition(" ")
+    return f"{name} cancelled {rest}"
+
+
+def closed_error(delay: object) -> RuntimeError:
+    """The error of a call on a closed loop, as asyncio's: after the TypeError of a ``delay``
+    that cannot be added to the clock, which asyncio's ``call_later`` raises first."""
+    _ = 0.0 + delay  # type: ignore[operator]
+    return RuntimeError("Event loop is closed")

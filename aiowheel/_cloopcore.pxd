@@ -32,6 +32,10 @@ cdef class LoopCore:
     cdef readonly object check_in_debug
     cdef readonly object call_on_base
     cdef readonly object clock
+    # loop.time when the core was made (bound), and what the interpreter's method lookup found
+    # for it then (its class's function; None in the fallback build): see _now.
+    cdef readonly object loop_time
+    cdef object _time_method
     cdef readonly HierarchicalWheel wheel
     # A heap of (deadline, order, handle): see the pure twin.
     cdef readonly list near
@@ -51,6 +55,9 @@ cdef class LoopCore:
     # The time the driver is armed for: the core's own (it calls arm).
     cdef readonly double driver_when
     cdef public double advanced_to
+    # The time the wheel's clock was last moved to: a deadline not after it goes to the near
+    # queue (see the pure twin).
+    cdef readonly double wheel_reach
     cdef readonly double catch_up_after
     cdef readonly Py_ssize_t wheel_timers
     cdef readonly Py_ssize_t near_timers
@@ -63,6 +70,7 @@ cdef class LoopCore:
         tuple args, object context, int caller_frame,
     )
     cdef object _current_snapshot(self)
+    cdef object _now(self, object loop)
     cdef int _forget(self, TimerHandle handle) except -1
     cdef int _rearm(self) except -1
     cdef double _next_due(self) except? -1.0

@@ -23,11 +23,13 @@ class LoopCore:
     arm: Callable[[float], object]
     check_in_debug: Callable[[Callable[..., object]], object]
     call_on_base: Callable[..., Any]
+    loop_time: Callable[[], float] | None
     wheel: HierarchicalWheel[Any]
     min_delay: float
     latest_deadline: float
     driver_when: float
     advanced_to: float
+    wheel_reach: float
     catch_up_after: float
     near: list[tuple[float, int, TimerHandle]]
     order: int
@@ -37,7 +39,7 @@ class LoopCore:
     fired: int
     driver_wakeups: int
 
-    clock: Callable[[], float]
+    clock: Callable[[], float] | None
     closed: bool
     debug: bool
     far_delay: float

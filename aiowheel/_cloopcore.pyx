@@ -23,19 +23,23 @@ _source_traceback, _repr, _when).
 
 The handle is not tracked by the cyclic garbage collector, and its type has no GC support (see
 ``_drop_gc``, and the Timer core, which does the same for the Timer's handles): a loop with many
-pending timers is that many objects fewer for every full collection to walk. It is safe because
-a handle holds its callback, arguments, context and core only while it is pending -- reachable
-from its loop's wheel or near queue -- and releases them the moment it runs, is cancelled or
-its loop closes; what it keeps then (its when, its loop, its repr and source traceback) closes
-no cycle through user objects. A callback that references its own handle (a bound method of an
-object holding it) makes a cycle only while the handle is pending, and the loop holds it then
-anyway. Observable difference from asyncio: once run or cancelled, get_context() is None.
+pending timers is that many objects fewer for every full collection to walk. A handle holds its
+callback, arguments, context, core and loop only while it is pending -- reachable from its
+loop's wheel or near queue -- and releases all of them the moment it runs, is cancelled or its
+loop closes, so that a handle kept by anyone (an exception handler's ``context["handle"]``)
+keeps no loop alive. The price: a loop dropped without ``close()`` while a timer is pending is
+never collected (the cycle loop -> core -> wheel -> handle -> loop goes through an untracked
+object); tracking the handles would cost about 180 instructions per timer (bench_loop's churn),
+so it is documented instead (docs/loop.md). Observable difference from asyncio: once run or
+cancelled, get_context() is None.
 
 Timers scheduled from the same context share one context snapshot, as the Timer's handles do
 (see the Timer core): the core keeps the snapshot it made last and hands it out again while
 the current context's variables are the same mapping -- read without copying the current
 context -- and a callback runs in a fresh copy of it, so that its ContextVar.set() leaks
-nowhere, as in asyncio. A cancelled timer, the common case, never costs a Context of its own.
+nowhere, as in asyncio. ``get_context()`` gives the handle a copy of its own first, so that
+what its caller sets there reaches no other timer. A cancelled timer, the common case, never
+costs a Context of its own.
 """
 
 cimport cython
@@ -53,6 +57,7 @@ from aiowheel._ccpython cimport (
     aw_context_vars,
     aw_current_context,
     aw_drop_gc,
+    aw_lookup_method,
 )
 from aiowheel._cwheel cimport (
     _EMPTIED,
@@ -75,7 +80,13 @@ from heapq import heappop as _heappop, heappush as _heappush
 import math
 import sys as _sys
 
-from aiowheel._checks import check_deadline, deadline_after, not_copyable
+from aiowheel._checks import (
+    cancelled_repr,
+    closed_error,
+    loop_deadline,
+    loop_deadline_after,
+    not_copyable,
+)
 
 __all__ = ["LoopCore", "TimerHandle"]
 
@@ -122,6 +133,11 @@ cdef class TimerHandle(Entry):
         return self._cancelled
 
     def get_context(self):
+        """The context the callback runs in: the handle's own (a copy of a shared snapshot is
+        made here, once, so that what a caller sets in it reaches no other timer)."""
+        if self._copy_context:
+            self._context = PyContext_Copy(self._context)
+            self._copy_context = False
         return self._context
 
     def __reduce_ex__(self, protocol):
@@ -131,7 +147,8 @@ cdef class TimerHandle(Entry):
 
     def cancel(self):
         """Cancel the callback: at once the timer leaves the wheel and the callback and its
-        arguments are released. Cancelling twice, or after it ran, does nothing more."""
+        arguments are released. Cancelling twice does nothing more; cancelling after it ran
+        only marks it cancelled (its repr says so, as asyncio's)."""
         cdef LoopCore core
         if self._cancelled:
             return
@@ -139,6 +156,8 @@ cdef class TimerHandle(Entry):
         core = self._core
         if core is not None and core.debug:
             self._repr = repr(self)  # as asyncio: the repr it had, now that the callback goes
+        elif core is None and self._repr is not None:
+            self._repr = cancelled_repr(self._repr)  # it ran in debug mode: the repr it kept
         self._core = None
         if core is not None:
             core._forget(self)
@@ -150,6 +169,7 @@ cdef class TimerHandle(Entry):
         (see the module docstring)."""
         callback = _get(self, _OFF_PAYLOAD, "payload")
         args = self._args
+        loop = self._loop
         context = PyContext_Copy(self._context) if self._copy_context else self._context
         if self._repr is None and self._source_traceback is not None:
             self._repr = repr(self)  # debug mode: the repr it had, now that the callback goes
@@ -166,7 +186,7 @@ cdef class TimerHandle(Entry):
             }
             if self._source_traceback:
                 context["source_traceback"] = self._source_traceback
-            self._loop.call_exception_handler(context)
+            loop.call_exception_handler(context)
 
     def _repr_info(self):
         info = [type(self).__name__]
@@ -175,8 +195,9 @@ cdef class TimerHandle(Entry):
         callback = _get(self, _OFF_PAYLOAD, "payload")
         if callback is not None:
             info.append(_callback_source(callback, self._args))
-        if self._source_traceback:
-            frame = self._source_traceback[-1]
+        traceback = self._source_traceback
+        if traceback:
+            frame = traceback[len(traceback) - 1]
             info.append(f"created at {frame[0]}:{frame[1]}")
         info.insert(2 if self._cancelled else 1, f"when={self._when}")
         return info
@@ -214,6 +235,8 @@ cdef inline void _release(TimerHandle handle) noexcept:
     _set(handle, _OFF_PAYLOAD, None)
     handle._args = None
     handle._context = None
+    handle._copy_context = False
+    handle._loop = None
     handle._core = None
 
 
@@ -287,6 +310,13 @@ cdef class LoopCore:
         self.arm = arm
         self.check_in_debug = check_in_debug
         self.call_on_base = call_on_base
+        cdef int unbound
+        # loop.time as the loop's class defines it, and what it resolves to (see the pure twin
+        # and _now).
+        self.loop_time = loop.time
+        self._time_method = aw_lookup_method(loop, "time", &unbound)
+        if not unbound:
+            self._time_method = None  # the fallback build: compared with loop_time instead
         uses_monotonic = getattr(loop.time, "__func__", None) is _asyncio.BaseEventLoop.time
         self.clock = _time.monotonic if uses_monotonic else loop.time
         self.wheel = wheel
@@ -302,6 +332,7 @@ cdef class LoopCore:
         self._latest_deadline = self.latest_deadline
         self.driver_when = math.inf
         self.advanced_to = now
+        self.wheel_reach = now
         self.catch_up_after = wheel.wheel_size * wheel.tick
         self.wheel_timers = 0
         self.near_timers = 0
@@ -320,8 +351,6 @@ cdef class LoopCore:
         cdef double next_due
         cdef double deadline_value = deadline
         loop = self.loop
-        if self.closed:
-            raise RuntimeError("Event loop is closed")
         handle = TimerHandle.__new__(TimerHandle)
         if self.debug:
             self.check_in_debug(callback)
@@ -338,7 +367,7 @@ cdef class LoopCore:
         handle._core = self
         handle._order = self.order
         self.order += 1
-        if on_wheel:
+        if on_wheel and deadline_value > self.wheel_reach:
             wheel = self.wheel
             if now - self.advanced_to >= self.catch_up_after:
                 next_deadline = wheel.next_deadline()
@@ -346,6 +375,8 @@ cdef class LoopCore:
                     # Only moves the clock up; what it returns goes to the near queue.
                     self._take_near(wheel.advance_entries(now))
                     self.advanced_to = now
+                    if now > self.wheel_reach:
+                        self.wheel_reach = now
             wheel.add_entry(handle)
             self.wheel_timers += 1
         else:
@@ -439,8 +470,10 @@ cdef class LoopCore:
         self.driver_when = math.inf
         self.driver_wakeups += 1
         self._snapshot = None  # keep no context's values alive longer than a pass
-        self._take_near(self.wheel.advance_entries(now + 2 * self.wheel.tick))
+        reach = now + 2 * self.wheel.tick
+        self._take_near(self.wheel.advance_entries(reach))
         self.advanced_to = now
+        self.wheel_reach = reach
         while near and (<tuple>near[0])[0] <= now:
             handle = <TimerHandle>(<tuple>_heappop(near))[2]
             if handle._cancelled:
@@ -469,11 +502,15 @@ cdef class LoopCore:
         return len(self.wheel) + live
 
     def close(self):
-        """Empty the wheel and the near queue: their timers are dropped, not run. Called once
-        the loop is closed."""
+        """Empty the wheel and the near queue: their timers are dropped, not run; and let go of
+        the loop and its hooks, so that the loop and its core do not hold each other: a closed
+        loop is freed by reference counting alone, as asyncio's. Called once the loop is
+        closed."""
         self.closed = True
         self.driver_when = math.inf
         self._snapshot = None
+        self.loop = self.arm = self.check_in_debug = self.call_on_base = None
+        self.loop_time = self.clock = self._time_method = None
         near = self.near
         self.near = []
         for item in near:
@@ -481,20 +518,39 @@ cdef class LoopCore:
         for entry in self.wheel.remove_all():
             _release(<TimerHandle>entry)
 
+    cdef object _now(self, object loop):
+        """loop.time() as the loop's user sees it: through ``clock`` while loop.time resolves to
+        the method the loop's class had when the core was made, else by calling it (a test
+        patched it on the loop or its class), as asyncio's loops call self.time()."""
+        cdef int unbound
+        method = aw_lookup_method(loop, "time", &unbound)
+        if unbound:
+            if method is self._time_method:
+                return self.clock()
+            return method(loop)
+        if method == self.loop_time:  # the fallback build: the bound method, unpatched
+            return self.clock()
+        return method()
+
     def call_later(self, delay, callback, *args, context=None):
         """asyncio's ``call_later``: on the wheel if ``delay >= min_delay``, in the near queue if
         shorter, on the base loop if further than ``far_delay``, infinite or NaN.
 
-        A bool is taken as the int it is (1 or 0), as asyncio and uvloop take it. A delay that is
-        not an int or a float (a Fraction, a numpy scalar) is added to the clock exactly, and the
-        sum rounded up: the callback never runs before ``loop.time() + delay``.
+        The clock is ``loop.time()`` as the loop's user sees it, also when a test patched it. A
+        bool is taken as the int it is (1 or 0), as asyncio and uvloop take it. A delay that is
+        not an int or a float (a Fraction, a Decimal, a numpy scalar) is added to the clock
+        exactly, and the sum rounded up to a float, which is then ``when()``: the callback never
+        runs before ``loop.time() + delay``.
         """
         if delay is None:
             raise TypeError("delay must not be None")
+        loop = self.loop
+        if loop is None:  # closed: close() let go of the loop
+            raise closed_error(delay)
         if type(delay) is bool:
             delay = int(delay)
         cdef double now_value, delay_value, when_value
-        now = self.clock()
+        now = self._now(loop)
         if PyFloat_CheckExact(delay) and PyFloat_CheckExact(now):
             # The common case, in C: the same sums and tests as below, without a boxed number.
             now_value = PyFloat_AS_DOUBLE(now)
@@ -508,27 +564,33 @@ cdef class LoopCore:
                 return self._schedule(
                     now_value, when, when, delay_value >= self._min_delay, callback, args, context, 0
                 )
-        when = now + delay
+        if type(delay) is float or type(delay) is int:
+            when = now + delay
+        else:
+            delay, when = loop_deadline_after(now, delay)
         # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
         if -self.far_delay <= delay <= self.far_delay and when < self.latest_deadline:
-            deadline = when if type(delay) is float else deadline_after(now, delay)
             return self._schedule(
-                now, when, deadline, delay >= self.min_delay, callback, args, context, 0
+                now, when, when, delay >= self.min_delay, callback, args, context, 0
             )
         return self._on_base(when, delay, callback, args, context)
 
     def call_at(self, when, callback, *args, context=None):
-        """asyncio's ``call_at``, routed as :meth:`call_later` routes ``when - time()``.
+        """asyncio's ``call_at``, routed as :meth:`call_later` routes ``when - loop.time()``.
 
         A bool is taken as the int it is. A ``when`` that is not an int or a float (a Fraction, a
-        numpy scalar) is rounded up to a float: the callback never runs before ``when``.
+        Decimal, a numpy scalar) is rounded up to a float: the callback never runs before
+        ``when``; ``when()`` is the number given.
         """
         if when is None:
             raise TypeError("when cannot be None")
+        loop = self.loop
+        if loop is None:
+            raise closed_error(0.0)
         if type(when) is bool:
             when = int(when)
         cdef double now_value, delay_value, when_value
-        now = self.clock()
+        now = self._now(loop)
         if PyFloat_CheckExact(when) and PyFloat_CheckExact(now):
             # The common case, in C (see call_later).
             now_value = PyFloat_AS_DOUBLE(now)
@@ -541,9 +603,9 @@ cdef class LoopCore:
                 return self._schedule(
                     now_value, when, when, delay_value >= self._min_delay, callback, args, context, 0
                 )
-        delay = when - now
-        if -self.far_delay <= delay <= self.far_delay and when < self.latest_deadline:
-            deadline = when if type(when) is float else check_deadline(when, "when")
+        deadline = when if type(when) is float or type(when) is int else loop_deadline(when)
+        delay = deadline - now
+        if -self.far_delay <= delay <= self.far_delay and deadline < self.latest_deadline:
             return self._schedule(
                 now, when, deadline, delay >= self.min_delay, callback, args, context, 0
             )
@@ -552,9 +614,11 @@ cdef class LoopCore:
     cdef object _on_base(self, object when, object delay, object callback, tuple args,
                          object context):
         """A timer the base loop's own way, through the loop's ``call_on_base``."""
+        if self.call_on_base is None:
+            raise RuntimeError("Event loop is closed")
         timer = self.call_on_base(when, delay, callback, args, context)
         # Drop the hook's frame (none of ours has one): the traceback ends at the caller.
         traceback = timer._source_traceback
         if traceback:
-            del traceback[-1:]
+            del traceback[len(traceback) - 1]
         return timer

@@ -37,7 +37,13 @@ from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVarTuple, Unpack
 
-from aiowheel._checks import check_deadline, deadline_after, not_copyable
+from aiowheel._checks import (
+    cancelled_repr,
+    closed_error,
+    loop_deadline,
+    loop_deadline_after,
+    not_copyable,
+)
 from aiowheel.wheel import Entry, HierarchicalWheel
 
 if TYPE_CHECKING:
@@ -105,6 +111,8 @@ class TimerHandle:
         return self._cancelled
 
     def get_context(self) -> contextvars.Context | None:
+        """The context the callback runs in: the handle's own (a copy of a shared snapshot is
+        made here, once, so that what a caller sets in it reaches no other timer)."""
         return self._context
 
     def __reduce_ex__(self, protocol: SupportsIndex, /) -> NoReturn:
@@ -114,7 +122,8 @@ class TimerHandle:
 
     def cancel(self) -> None:
         """Cancel the callback: at once the timer leaves the wheel and the callback and its
-        arguments are released. Cancelling twice, or after it ran, does nothing more."""
+        arguments are released. Cancelling twice does nothing more; cancelling after it ran
+        only marks it cancelled (its repr says so, as asyncio's)."""
         if self._cancelled:
             return
         self._cancelled = True
@@ -123,13 +132,15 @@ class TimerHandle:
             if core.debug:
                 self._repr = repr(self)  # as asyncio: the repr it had, now that the callback goes
             core._forget(self)
+        elif self._repr is not None:
+            self._repr = cancelled_repr(self._repr)  # it ran in debug mode: the repr it kept
         _release(self)
 
     def _run(self) -> None:
         """Run the callback in its context, as ``asyncio.Handle._run``: an exception goes to the
         loop's exception handler. The handle releases its callback, arguments and context first
         (see :class:`LoopCore`)."""
-        callback, args, context = self._callback, self._args, self._context
+        callback, args, context, loop = self._callback, self._args, self._context, self._loop
         assert callback is not None and args is not None and context is not None  # pending
         if self._repr is None and self._source_traceback is not None:
             self._repr = repr(self)  # debug mode: the repr it had, now that the callback goes
@@ -146,7 +157,7 @@ class TimerHandle:
             }
             if self._source_traceback:
                 report["source_traceback"] = self._source_traceback
-            self._loop.call_exception_handler(report)
+            loop.call_exception_handler(report)
 
     def _repr_info(self) -> list[str]:
         name = "TimerHandle" if type(self) is TimerHandle else type(self).__name__
@@ -212,8 +223,10 @@ def _callback_source(callback: Callable[..., object], args: Any) -> str:
 
 
 def _release(timer: TimerHandle) -> None:
-    """Let go of what a pending timer holds: it ran, was cancelled or its loop closed."""
-    timer._callback = timer._args = timer._context = None
+    """Let go of what a pending timer holds: it ran, was cancelled or its loop closed. Its loop
+    too: a spent handle kept by anyone (an exception handler's ``context["handle"]``) keeps no
+    loop alive."""
+    timer._callback = timer._args = timer._context = timer._loop = None
     timer._core = None
 
 
@@ -267,11 +280,13 @@ class LoopCore:
         "fired",
         "latest_deadline",
         "loop",
+        "loop_time",
         "min_delay",
         "near",
         "near_timers",
         "order",
         "wheel",
+        "wheel_reach",
         "wheel_timers",
     )
 
@@ -293,10 +308,14 @@ class LoopCore:
         self.arm = arm
         self.check_in_debug = check_in_debug
         self.call_on_base = call_on_base
+        # loop.time as the loop's class defines it. Every timer reads the clock the loop's user
+        # sees: while loop.time is still this method, through `clock`; once it is not (a test
+        # patched it on the loop or its class), by calling loop.time() itself, as asyncio does.
+        self.loop_time: Callable[[], float] | None = loop.time
         # loop.time, or the function it calls: asyncio's own loops read time.monotonic()
         # through a Python method, and calling it directly spares a frame per timer.
         uses_monotonic = getattr(loop.time, "__func__", None) is asyncio.BaseEventLoop.time
-        self.clock: Callable[[], float] = time.monotonic if uses_monotonic else loop.time
+        self.clock: Callable[[], float] | None = time.monotonic if uses_monotonic else loop.time
         self.wheel = wheel
         # A heap of (deadline, order, handle): the timers shorter than min_delay, and the wheel
         # timers taken off the wheel because they are due within two ticks. Cancelled ones stay
@@ -320,6 +339,11 @@ class LoopCore:
         self.driver_when = math.inf
         # loop.time() of the last advance; the wheel's clock is at most two ticks ahead of it.
         self.advanced_to = now
+        # The time the wheel's clock was last moved to. A deadline not after it would be filed
+        # as due at once, in a bucket that expires with the wheel's clock, not with the timer
+        # (late by up to two ticks, with a min_delay below a tick): such a timer goes to the
+        # near queue instead.
+        self.wheel_reach = now
         # How far the wheel's clock may lag before an add moves it up: level 0's span.
         self.catch_up_after = wheel.wheel_size * wheel.tick
         self.wheel_timers = 0
@@ -338,21 +362,29 @@ class LoopCore:
         """asyncio's ``call_later``: on the wheel if ``delay >= min_delay``, in the near queue if
         shorter, on the base loop if further than ``far_delay``, infinite or NaN.
 
-        A bool is taken as the int it is (1 or 0), as asyncio and uvloop take it. A delay that is
-        not an int or a float (a Fraction, a numpy scalar) is added to the clock exactly, and the
-        sum rounded up: the callback never runs before ``loop.time() + delay``.
+        The clock is ``loop.time()`` as the loop's user sees it, also when a test patched it. A
+        bool is taken as the int it is (1 or 0), as asyncio and uvloop take it. A delay that is
+        not an int or a float (a Fraction, a Decimal, a numpy scalar) is added to the clock
+        exactly, and the sum rounded up to a float, which is then ``when()``: the callback never
+        runs before ``loop.time() + delay``.
         """
         if delay is None:
             raise TypeError("delay must not be None")
+        loop = self.loop
+        if loop is None:  # closed: close() let go of the loop
+            raise closed_error(delay)
         if type(delay) is bool:
             delay = int(delay)
-        now = self.clock()
-        when = now + delay
+        loop_time = loop.time
+        now = self.clock() if loop_time == self.loop_time else loop_time()  # type: ignore[misc]
+        if type(delay) is float or type(delay) is int:
+            when = now + delay
+        else:
+            delay, when = loop_deadline_after(now, delay)
         # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
         if -self.far_delay <= delay <= self.far_delay and when < self.latest_deadline:
-            deadline = when if type(delay) is float else deadline_after(now, delay)
             on_wheel = delay >= self.min_delay
-            handle = self._schedule(now, when, deadline, on_wheel, callback, args, context)
+            handle = self._schedule(now, when, when, on_wheel, callback, args, context)
             return handle  # type: ignore[return-value]  # asyncio's API, not its class
         return self._on_base(when, delay, callback, args, context)
 
@@ -363,19 +395,24 @@ class LoopCore:
         *args: *_Ts,
         context: contextvars.Context | None = None,
     ) -> asyncio.TimerHandle:
-        """asyncio's ``call_at``, routed as :meth:`call_later` routes ``when - time()``.
+        """asyncio's ``call_at``, routed as :meth:`call_later` routes ``when - loop.time()``.
 
         A bool is taken as the int it is. A ``when`` that is not an int or a float (a Fraction, a
-        numpy scalar) is rounded up to a float: the callback never runs before ``when``.
+        Decimal, a numpy scalar) is rounded up to a float: the callback never runs before
+        ``when``; ``when()`` is the number given.
         """
         if when is None:
             raise TypeError("when cannot be None")
+        loop = self.loop
+        if loop is None:
+            raise closed_error(0.0)
         if type(when) is bool:
             when = int(when)
-        now = self.clock()
-        delay = when - now
-        if -self.far_delay <= delay <= self.far_delay and when < self.latest_deadline:
-            deadline = when if type(when) is float else check_deadline(when, "when")
+        loop_time = loop.time
+        now = self.clock() if loop_time == self.loop_time else loop_time()  # type: ignore[misc]
+        deadline = when if type(when) is float or type(when) is int else loop_deadline(when)
+        delay = deadline - now
+        if -self.far_delay <= delay <= self.far_delay and deadline < self.latest_deadline:
             on_wheel = delay >= self.min_delay
             handle = self._schedule(now, when, deadline, on_wheel, callback, args, context)
             return handle  # type: ignore[return-value]  # asyncio's API, not its class
@@ -393,9 +430,8 @@ class LoopCore:
     ) -> TimerHandle:
         """A timer for ``when`` (``deadline`` is the same time as a float): on the wheel if
         ``on_wheel``, else straight into the near queue."""
-        # The checks asyncio's call_at makes (the base loop makes them for its own timers).
-        if self.closed:
-            raise RuntimeError("Event loop is closed")
+        # The checks asyncio's call_at makes (the base loop makes them for its own timers); a
+        # closed loop was refused by call_later / call_at.
         timer = TimerHandle.__new__(TimerHandle)
         if self.debug:
             self.check_in_debug(callback)
@@ -413,7 +449,7 @@ class LoopCore:
         timer._core = self
         timer._order = order = self.order
         self.order = order + 1
-        if on_wheel:
+        if on_wheel and deadline > self.wheel_reach:
             wheel = self.wheel
             if now - self.advanced_to >= self.catch_up_after:
                 next_deadline = wheel.next_deadline()
@@ -422,6 +458,7 @@ class LoopCore:
                     # out early, within two ticks), so into the near queue with it.
                     self._take_near(wheel.advance_entries(now))
                     self.advanced_to = now
+                    self.wheel_reach = max(self.wheel_reach, now)
             # The routing keeps `deadline` finite and in the wheel's range: add's check is
             # redundant.
             timer._entry = wheel.add_entry(Entry(deadline, timer))
@@ -449,6 +486,8 @@ class LoopCore:
         context: contextvars.Context | None,
     ) -> asyncio.TimerHandle:
         """A timer the base loop's own way, through the loop's ``call_on_base``."""
+        if self.call_on_base is None:
+            raise RuntimeError("Event loop is closed")
         timer = self.call_on_base(when, delay, callback, args, context)
         # Drop the frames of the hook, of this method and of call_later / call_at: the
         # traceback ends at their caller.
@@ -514,8 +553,10 @@ class LoopCore:
         """
         self.driver_when = math.inf
         self.driver_wakeups += 1
-        self._take_near(self.wheel.advance_entries(now + 2 * self.wheel.tick))
+        reach = now + 2 * self.wheel.tick
+        self._take_near(self.wheel.advance_entries(reach))
         self.advanced_to = now
+        self.wheel_reach = reach
         near = self.near
         due: list[TimerHandle] = []
         while near and near[0][0] <= now:
@@ -545,10 +586,16 @@ class LoopCore:
         return len(self.wheel) + live
 
     def close(self) -> None:
-        """Empty the wheel and the near queue: their timers are dropped, not run. Called once
-        the loop is closed."""
+        """Empty the wheel and the near queue: their timers are dropped, not run; and let go of
+        the loop and its hooks, so that the loop and its core do not hold each other: a closed
+        loop is freed by reference counting alone, as asyncio's. Called once the loop is
+        closed."""
         self.closed = True
         self.driver_when = math.inf
+        # Nothing calls the hooks once closed: call_later / call_at refuse first.
+        self.loop = None
+        self.arm = self.check_in_debug = self.call_on_base = None  # type: ignore[assignment]
+        self.loop_time = self.clock = None
         for _, _, timer in self.near:
             _release(timer)
         self.near.clear()

@@ -58,6 +58,18 @@ def _check_seconds(seconds: object, what: str = "seconds", *, negative_ok: bool 
     return value
 
 
+def _clock_after(now: float, seconds: object) -> float:
+    """The clock ``seconds`` (checked as :func:`_check_seconds` checks them) after ``now``:
+    ValueError if that is past the largest float, where the clock would become infinite and
+    never reach a timer again."""
+    later = now + _check_seconds(seconds)
+    if not math.isfinite(later):
+        raise ValueError(
+            f"seconds {seconds!r} would move the clock from {now!r} past the largest float"
+        )
+    return later
+
+
 class _JumpingSelector(selectors.DefaultSelector):
     """A selector that tells its loop when the loop is idle, instead of blocking for a timer."""
 
@@ -142,9 +154,10 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
 
         Raises:
             TypeError: ``seconds`` is not an int or a float.
-            ValueError: ``seconds`` is negative, NaN or infinite.
+            ValueError: ``seconds`` is negative, NaN or infinite, or the clock would pass the
+                largest float (it never becomes infinite).
         """
-        self._virtual_now += _check_seconds(seconds)
+        self._virtual_now = _clock_after(self._virtual_now, seconds)
 
     async def _advance_to(self, target: float) -> None:
         # VirtualClock.advance on asyncio: the selector does the work (_step_advance), one timer
@@ -275,16 +288,17 @@ class VirtualClock:
 
         Raises:
             TypeError: ``seconds`` is not an int or a float.
-            ValueError: ``seconds`` is negative, NaN or infinite.
+            ValueError: ``seconds`` is negative, NaN or infinite, or the clock would pass the
+                largest float (it never becomes infinite).
             RuntimeError: no virtual clock is running (see the class), or another task is
                 advancing the same loop.
         """
-        seconds = _check_seconds(seconds)
+        _check_seconds(seconds)
         clock = _running_clock()
         if isinstance(clock, VirtualTimeLoop):
-            await clock._advance_to(clock.time() + seconds)
+            await clock._advance_to(_clock_after(clock.time(), seconds))
         else:
-            await _advance_trio(clock, clock.current_time() + seconds)
+            await _advance_trio(clock, _clock_after(clock.current_time(), seconds))
 
     @property
     def autojump(self) -> bool:

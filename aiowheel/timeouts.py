@@ -17,8 +17,9 @@ Semantics, the same on asyncio, uvloop and trio:
   it and ``move_on_*`` swallow it; either way ``cancelled_caught`` becomes True. If the block
   catches it and ends normally, nothing is raised (``expired()`` is still True).
 * A deadline already past -- on entry, or set by ``reschedule`` -- cancels the block at its next
-  await. (``expired()`` is True from that moment; ``asyncio.timeout`` reports it only once the
-  loop has delivered the cancellation.)
+  await, as the loop next runs (``asyncio.timeout``'s ``call_soon`` of its expiry). Until then
+  ``expired()`` is False and a ``reschedule`` takes it back, as with ``asyncio.timeout``: the
+  same outcome for every sequence of ``reschedule`` calls, on asyncio, uvloop and trio.
 * A cancellation that is not this Timeout's own is never caught, let alone turned into
   ``TimeoutError``: an enclosing timeout that expired too, a cancel scope around the block, a
   ``task.cancel()`` from outside. When nested timeouts both expire, the outermost one catches.
@@ -93,13 +94,25 @@ class Timeout:
             swallow the cancellation instead.
     """
 
-    __slots__ = ("_cancelled_caught", "_fail", "_handle", "_scope", "_state", "_timer", "_when")
+    __slots__ = (
+        "_cancelled_caught",
+        "_fail",
+        "_handle",
+        "_past",
+        "_scope",
+        "_state",
+        "_timer",
+        "_when",
+    )
 
     _scope: CancelScope
     # The deadline, checked: an int or a float within the wheel's reach; None for none.
     _when: float | None
     # The wheel entry, filed at or before _when (never after); None if none is filed.
     _handle: FiledHandle | None
+    # A deadline already past was set: the scope's cancel_soon is pending, or was delivered
+    # (then the state moves to expiring when next looked at: _settle).
+    _past: bool
 
     def __init__(self, timer: TimerHost, when: SupportsFloat | None, *, fail: bool) -> None:
         self._timer = timer
@@ -107,6 +120,7 @@ class Timeout:
         self._fail = fail
         self._state = _CREATED
         self._handle = None
+        self._past = False
         self._cancelled_caught = False
 
     def when(self) -> float | None:
@@ -117,25 +131,36 @@ class Timeout:
         """Move the deadline to ``when`` (None: no deadline). Only inside the block.
 
         O(1); moving it later or to None does no wheel operation. A time already past cancels
-        the block at its next await. RuntimeError before entry or once expired or exited,
+        the block at its next await, unless a ``reschedule`` to a later time comes first (as
+        ``asyncio.Timeout.reschedule``). RuntimeError before entry or once expired or exited,
         TypeError or ValueError for a bad ``when`` (as ``asyncio.Timeout.reschedule``) or one
         beyond the wheel's reach, :class:`~aiowheel.PendingLimitError` if the Timer is at
         ``max_pending`` and the Timeout has no wheel entry yet (its deadline was None). A call
         that raises changes nothing.
         """
+        self._settle()
         if self._state is not _ENTERED:
             if self._state is _CREATED:
                 raise RuntimeError("Timeout has not been entered")
             raise RuntimeError(f"Cannot change state of {self._state} Timeout")
         deadline = None if when is None else _checked(when, self._timer.tick)
+        if self._past:
+            # The past deadline's cancellation is not delivered yet (_settle): taken back, as
+            # asyncio.timeout cancels its call_soon.
+            self._scope.withdraw()
+            self._past = False
         if deadline is None:
             self._when = None
             return  # a filed entry fires, finds no deadline and is dropped
         timer = self._timer
         handle = self._handle
         if deadline <= timer.time():
+            if handle is not None:
+                handle.cancel()
+                self._handle = None
             self._when = deadline
-            self._expire()
+            self._past = True
+            self._scope.cancel_soon()
             return
         if handle is None:
             # No entry filed: a new one is new work, which max_pending may refuse -- here, at
@@ -150,7 +175,14 @@ class Timeout:
 
     def expired(self) -> bool:
         """True once the deadline has cancelled the block (whatever the block did with it)."""
+        self._settle()
         return self._state is _EXPIRING or self._state is _EXPIRED
+
+    def _settle(self) -> None:
+        """A past deadline's cancellation delivered since it was set: the Timeout is expiring."""
+        if self._past and self._scope.delivered():
+            self._past = False
+            self._state = _EXPIRING
 
     @property
     def cancelled_caught(self) -> bool:
@@ -181,6 +213,10 @@ class Timeout:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> bool | None:
+        self._settle()
+        if self._past:  # not delivered: the block ended before its next await
+            self._scope.withdraw()
+            self._past = False
         expiring = self._state is _EXPIRING
         self._state = _EXPIRED if expiring else _EXITED
         handle = self._handle

@@ -115,11 +115,16 @@ def _env(**changes: str) -> dict[str, str]:
     return env
 
 
-def _run(args: list[str], *, timeout: float, cwd: Path, env: dict[str, str]) -> str:
+def _run(
+    args: list[str], *, timeout: float, cwd: Path, env: dict[str, str], log: Path | None = None
+) -> str:
+    """Run ``args``; its standard output. ``log``: where to keep its whole output too."""
     done = subprocess.run(
         args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
     output = done.stdout + done.stderr
+    if log is not None:
+        log.write_text(output)
     assert done.returncode == 0, f"{shlex.join(args)} failed:\n{output[-6000:]}"
     return done.stdout
 
@@ -161,6 +166,7 @@ def dists(workdir: Path) -> tuple[Path, Path]:
         timeout=BUILD_TIMEOUT,
         cwd=workdir,
         env=_env(),
+        log=workdir / "build.log",
     )
     (sdist,) = out.glob("aiowheel-*.tar.gz")
     (wheel,) = out.glob("aiowheel-*.whl")
@@ -313,6 +319,23 @@ def test_the_wheel_is_compiled_and_holds_no_build_leftovers(dists: tuple[Path, P
     assert {name.partition(".")[0].replace("/", ".") for name in extensions} == homes
     assert package - extensions == _package_files()
     assert not any(name.endswith((".c", ".pyc")) for name in names)
+
+
+# Cython's warnings ("warning: aiowheel/x.pyx:1:2: ...") and the C compiler's ("x.c:1:2: warning:
+# ..."); not setuptools' own notes ("warning: no previously-included files matching ...").
+BUILD_WARNING = re.compile(r"^warning: \S+\.(pyx|pxd|pxi):\d+:\d+: |\.[ch]:\d+:\d+: warning: ")
+
+
+def test_the_compiled_parts_build_without_a_warning(
+    dists: tuple[Path, Path], workdir: Path
+) -> None:
+    """Regression (issue 27, item 12): Cython warned of negative indices under wraparound=False
+    in the loop core, and gcc of an array subscript -1 in its C: every index of the compiled
+    parts is defined for every input, and the build says nothing to doubt it."""
+    log = (workdir / "build.log").read_text()
+    assert "_cloopcore" in log  # the compiled parts were built here, and the log shows it
+    warnings = [line for line in log.splitlines() if BUILD_WARNING.search(line)]
+    assert warnings == []
 
 
 # -- installed ---------------------------------------------------------------------------------

@@ -282,6 +282,42 @@ def test_advance_refuses_infinity_and_non_numbers() -> None:
         loop.close()
 
 
+MAX = 1.7976931348623157e308  # sys.float_info.max
+PAST_MAX = r"seconds 1\.7976931348623157e\+308 would move the clock from .* past the largest float"
+
+
+def test_advance_never_makes_the_clock_infinite() -> None:
+    """Regression (issue 27, item 8): two steps of the largest float made the clock inf, and a
+    sleep(1) after it never returned."""
+    loop = VirtualTimeLoop(start=5)
+    try:
+        loop.advance(MAX)
+        with pytest.raises(ValueError, match=PAST_MAX):
+            loop.advance(MAX)
+        assert loop.time() == MAX
+        loop.run_until_complete(asyncio.sleep(1))  # returns: the clock is finite
+    finally:
+        loop.close()
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_clock_advance_never_makes_the_clock_infinite(backend: str) -> None:
+    async def main() -> float:
+        clock = VirtualClock()
+        await clock.advance(MAX)
+        with pytest.raises(ValueError, match=PAST_MAX):
+            await clock.advance(MAX)
+        return clock.time()
+
+    if backend == "asyncio":
+        assert run(main()) == MAX
+    else:
+        trio = pytest.importorskip("trio")
+        from trio.testing import MockClock
+
+        assert trio.run(main, clock=MockClock(autojump_threshold=0)) == MAX
+
+
 # -- autojump ----------------------------------------------------------------------------------
 
 

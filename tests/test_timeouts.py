@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import Any
 
 import anyio
 import anyio.lowlevel
@@ -18,6 +19,7 @@ import pytest
 from support import HANG
 
 from aiowheel import PendingLimitError, Timer
+from aiowheel.testing import run
 from aiowheel.timeouts import Timeout
 
 # Every test on both twins of the cores (the `core` fixture, see conftest.py).
@@ -130,7 +132,7 @@ async def test_reschedule_to_the_past_cancels_at_the_next_await(virtual_time: No
         with pytest.raises(TimeoutError):
             async with timer.timeout(10) as t:
                 t.reschedule(t0 - 1)
-                assert t.expired()
+                assert not t.expired()  # as asyncio.timeout: not before the loop delivers it
                 await anyio.lowlevel.checkpoint()
                 pytest.fail("not cancelled at the first await")
         assert timer.time() == t0
@@ -152,7 +154,7 @@ async def test_deadline_past_without_an_await_cancels_nothing_later() -> None:
     async with Timer() as timer:
         async with timer.timeout(-1) as t:
             pass  # no await: nothing to cancel, nothing raised (as asyncio.timeout)
-        assert t.expired() and not t.cancelled_caught
+        assert not t.expired() and not t.cancelled_caught  # never delivered, as asyncio's
         await anyio.lowlevel.checkpoint()  # not cancelled out here either
         await anyio.sleep(0.001)
 
@@ -385,10 +387,10 @@ async def test_states_as_asyncio_timeout() -> None:
             t.reschedule(1)
         with pytest.raises(TimeoutError):
             async with timer.timeout(0) as t:
-                with pytest.raises(RuntimeError, match="Cannot change state of expiring Timeout"):
-                    t.reschedule(None)
                 await anyio.lowlevel.checkpoint()
         assert repr(t) == "<Timeout [expired]>"
+        with pytest.raises(RuntimeError, match="Cannot change state of expired Timeout"):
+            t.reschedule(None)
 
 
 async def test_needs_a_running_timer() -> None:
@@ -400,3 +402,72 @@ async def test_needs_a_running_timer() -> None:
         async with t:
             pass
     assert isinstance(t, Timeout)
+
+
+# -- every reschedule sequence, against asyncio.timeout itself (issue 27, item 9) ----------------
+#
+# A block enters a timeout without a deadline, reschedules it by each offset from the clock in
+# turn (None: no deadline), notes expired(), then sleeps 1 s. asyncio.timeout on asyncio's loop in
+# virtual time is the reference; the Timer's timeout must end each sequence the same way on
+# asyncio, uvloop and trio. A deadline already past is delivered as the loop next runs, so a
+# later reschedule takes it back.
+
+RESCHEDULES: list[list[float | None]] = [
+    [-1],
+    [0],
+    [0.5],
+    [5],
+    [None],
+    [-1, 5],
+    [-1, None],
+    [0, 5],
+    [5, -1],
+    [-1, -2],
+    [-1, 5, -1],
+    [0.5, -1, 5],
+    [None, -1, 5],
+    [5, 0.5],
+    [0.5, 5],
+    [-1, 0.5],
+]
+
+
+async def _reschedule_block(
+    timeout: Any, now: Any, sleep: Any, offsets: list[float | None]
+) -> list[str]:
+    events: list[str] = []
+    try:
+        async with timeout(None) as t:
+            start = now()
+            for offset in offsets:
+                try:
+                    t.reschedule(None if offset is None else start + offset)
+                except RuntimeError as exc:
+                    events.append(f"RuntimeError: {exc}")
+            events.append(f"expired={t.expired()}")
+            await sleep(1)
+            events.append("slept")
+    except TimeoutError:
+        events.append("TimeoutError")
+    events.append(f"finally expired={t.expired()}")
+    return events
+
+
+@pytest.fixture
+def asyncio_timeout_outcome(offsets: list[float | None]) -> list[str]:
+    """The reference: the sequence with asyncio.timeout (run before the test's own loop)."""
+
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        return await _reschedule_block(asyncio.timeout, loop.time, asyncio.sleep, offsets)
+
+    return run(main())
+
+
+@pytest.mark.parametrize("offsets", RESCHEDULES, ids=str)
+async def test_every_reschedule_sequence_ends_as_with_asyncio_timeout(
+    offsets: list[float | None], asyncio_timeout_outcome: list[str]
+) -> None:
+    async with Timer() as timer:
+        observed = await _reschedule_block(timer.timeout, timer.time, anyio.sleep, offsets)
+    assert observed == asyncio_timeout_outcome

@@ -39,6 +39,21 @@ class CancelScope(Protocol):
         checkpoint). May be called from any task of the loop, including the scope's own."""
         ...
 
+    def cancel_soon(self) -> None:
+        """From the scope's own task: cancel it as the loop next runs, before the task resumes
+        from its next await, unless :meth:`withdraw` comes first (``asyncio.timeout``'s
+        ``call_soon`` of its expiry for a deadline already past)."""
+        ...
+
+    def withdraw(self) -> bool:
+        """Take back a :meth:`cancel_soon` not delivered yet: True if taken back (or none was
+        asked), False if it was delivered."""
+        ...
+
+    def delivered(self) -> bool:
+        """Whether a :meth:`cancel_soon` has been delivered."""
+        ...
+
     def close(self, exc: BaseException | None) -> bool:
         """Leave the scope, from its task, with the exception leaving it (None if none).
 

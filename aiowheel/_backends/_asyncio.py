@@ -209,6 +209,19 @@ class AsyncioCancelScope:
         else:
             self._deliver()
 
+    def cancel_soon(self) -> None:
+        if not self._delivered and self._soon is None:
+            self._soon = self._loop.call_soon(self._deliver)
+
+    def withdraw(self) -> bool:
+        if self._soon is not None:
+            self._soon.cancel()
+            self._soon = None
+        return not self._delivered
+
+    def delivered(self) -> bool:
+        return self._delivered
+
     def _deliver(self) -> None:
         self._soon = None
         self._delivered = True

@@ -166,6 +166,24 @@ class TrioCancelScope:
     def cancel(self) -> None:
         self._scope.cancel()
 
+    def cancel_soon(self) -> None:
+        # A deadline already past: trio cancels the scope when its run loop next checks
+        # deadlines, before the task's next checkpoint completes; until then it can be moved.
+        self._scope.deadline = -math.inf
+
+    def withdraw(self) -> bool:
+        self._scope.deadline = math.inf
+        return not self._scope.cancel_called
+
+    def delivered(self) -> bool:
+        # cancel_called cancels a scope whose deadline has passed when asked: asked with none.
+        deadline = self._scope.deadline
+        self._scope.deadline = math.inf
+        called = self._scope.cancel_called
+        if not called:
+            self._scope.deadline = deadline
+        return called
+
     def close(self, exc: BaseException | None) -> bool:
         if exc is None:
             self._scope.__exit__(None, None, None)
