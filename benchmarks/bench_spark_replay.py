@@ -136,11 +136,11 @@ def floor(events: DataFrame, timeout: float, *, hashed: bool) -> DataFrame:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    from aiowheel.spark.events import kind_rank
+    from aiowheel.spark.events import _kind_rank
 
     partition = [F.xxhash64("key"), "key"] if hashed else ["key"]
     order = Window.partitionBy(*partition).orderBy("ts", "rank")
-    ranked = events.select("key", "ts", kind_rank(F.col("kind")).alias("rank"))
+    ranked = events.select("key", "ts", _kind_rank(F.col("kind")).alias("rank"))
     touches = ranked.withColumn("next_ts", F.lead("ts").over(order))
     expired_at = F.col("ts") + F.lit(timeout)
     return touches.filter(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -37,29 +38,29 @@ from rich.table import Table
 from aiowheel._checks import check_count, check_length
 from aiowheel.spark.events import EventFormat, read_events
 from aiowheel.spark.generate import (
-    check_jitter,
-    check_positive,
-    check_share,
-    check_whole,
+    _check_jitter,
+    _check_positive,
+    _check_share,
+    _check_whole,
     generate,
 )
-from aiowheel.spark.metrics import check_bucket
-from aiowheel.spark.replay import check_horizon, check_tick, check_timeouts, replay
+from aiowheel.spark.metrics import _check_bucket
+from aiowheel.spark.replay import _check_horizon, _check_tick, _check_timeouts, replay
 from aiowheel.spark.report import report
 from aiowheel.spark.session import spark_session
 from aiowheel.spark.stream import EXPIRY_SCHEMA, stream, watermark, write_stream_files
 
 __all__ = ["add_arguments", "main", "run"]
 
-DATA = "aiowheel-data"
-DEFAULT_EVENTS = os.path.join(DATA, "events.parquet")
-DEFAULT_EXPIRIES = os.path.join(DATA, "expiries.parquet")
-DEFAULT_REPORT = os.path.join(DATA, "report")
-DEFAULT_INCOMING = os.path.join(DATA, "incoming")
-DEFAULT_STREAM_OUT = os.path.join(DATA, "stream-expiries")
-DEFAULT_CHECKPOINT = os.path.join(DATA, "checkpoint")
+_DATA = "aiowheel-data"
+_DEFAULT_EVENTS = os.path.join(_DATA, "events.parquet")
+_DEFAULT_EXPIRIES = os.path.join(_DATA, "expiries.parquet")
+_DEFAULT_REPORT = os.path.join(_DATA, "report")
+_DEFAULT_INCOMING = os.path.join(_DATA, "incoming")
+_DEFAULT_STREAM_OUT = os.path.join(_DATA, "stream-expiries")
+_DEFAULT_CHECKPOINT = os.path.join(_DATA, "checkpoint")
 
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 def _path(text: str) -> str:
@@ -78,10 +79,10 @@ def _timeouts(text: str) -> list[float]:
         ) from None
     if not values:
         raise argparse.ArgumentTypeError(f"timeouts must name at least one timeout, got {text!r}")
-    return _checked(lambda: check_timeouts(values))
+    return _checked(lambda: _check_timeouts(values))
 
 
-def _checked(check: Callable[[], T]) -> T:
+def _checked(check: Callable[[], _T]) -> _T:
     """Run one of the Python API's own checks; its error, message unchanged, is a usage error
     (exit 2, before Spark starts)."""
     try:
@@ -127,17 +128,39 @@ def _count(name: str) -> Callable[[str], int]:
 
 
 def _positive(name: str) -> Callable[[str], float]:
-    return _number(name, lambda value: check_positive(value, name))
+    return _number(name, lambda value: _check_positive(value, name))
 
 
 def _share(name: str) -> Callable[[str], float]:
-    return _number(name, lambda value: check_share(value, name))
+    return _number(name, lambda value: _check_share(value, name))
 
 
-_tick = _number("tick", check_tick)
+def _master(text: str) -> str:
+    """A Spark master URL of a form Spark accepts (checked as Spark's launcher checks it, so a
+    mistyped one is a usage error instead of a failed JVM start)."""
+    if text == "yarn" or text.startswith(("spark", "k8s", "local")):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"master must be local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL, "
+        f"got {text!r}"
+    )
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Help that shows each option's default (unless it has none, or the help says it)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        shown = action.default not in (None, False, argparse.SUPPRESS)
+        if shown and "default" not in text and action.option_strings:
+            text += " (default: %(default)s)"
+        return text
+
+
+_tick = _number("tick", _check_tick)
 _shards = _count("shards")
 _max_files = _count("max_files_per_trigger")
-_horizon = _number("horizon", check_horizon)
+_horizon = _number("horizon", _check_horizon)
 _delay = _number("delay", lambda value: check_length(value, "delay", zero_ok=True))
 
 
@@ -145,6 +168,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``generate``, ``replay``, ``report`` and ``stream`` commands to ``parser``."""
     parser.add_argument(
         "--master",
+        type=_master,
         default=None,
         help="Spark master URL (default: the one spark-submit gave, else local[*])",
     )
@@ -155,87 +179,149 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     commands = parser.add_subparsers(dest="spark_command", required=True, metavar="COMMAND")
 
-    gen = commands.add_parser("generate", help="write a synthetic event log (Parquet)")
-    gen.add_argument(
-        "--out", type=_path, default=DEFAULT_EVENTS, help=f"(default: {DEFAULT_EVENTS})"
-    )
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        return commands.add_parser(name, help=help, formatter_class=_HelpFormatter)
+
+    gen = command("generate", "write a synthetic event log (Parquet)")
+    gen.add_argument("--out", type=_path, default=_DEFAULT_EVENTS, help="where to write the log")
     gen.add_argument(
         "--connections",
-        type=_whole("connections", lambda value: check_whole(value, "connections")),
+        type=_whole("connections", lambda value: _check_whole(value, "connections")),
         default=100_000,
+        help="clients (keys conn-0000000, ...)",
     )
     gen.add_argument("--duration", type=_positive("duration"), default=300.0, help="seconds of log")
     gen.add_argument(
         "--keepalive",
         type=_positive("keepalive"),
         default=25.0,
-        help="seconds between keepalives",
+        help="seconds between a client's keepalives",
     )
-    gen.add_argument("--jitter", type=_number("jitter", check_jitter), default=0.1)
+    gen.add_argument(
+        "--jitter",
+        type=_number("jitter", _check_jitter),
+        default=0.1,
+        help="each keepalive moves within +- jitter * keepalive of its schedule (0 to < 0.5)",
+    )
     gen.add_argument(
         "--timeout",
         type=_positive("timeout"),
         default=30.0,
-        help="idle timeout to build around",
+        help="idle timeout (seconds) the outages and boundary events are sized for",
     )
-    gen.add_argument("--tick", type=_tick, default=0.001)
-    gen.add_argument("--silent-share", type=_share("silent_share"), default=0.05)
-    gen.add_argument("--reconnect-share", type=_share("reconnect_share"), default=0.05)
-    gen.add_argument("--close-share", type=_share("close_share"), default=0.1)
-    gen.add_argument("--duplicate-share", type=_share("duplicate_share"), default=0.01)
-    gen.add_argument("--out-of-order-share", type=_share("out_of_order_share"), default=0.02)
-    gen.add_argument("--boundary-share", type=_share("boundary_share"), default=0.02)
-    gen.add_argument("--seed", type=_whole("seed", int), default=0)
+    gen.add_argument(
+        "--tick", type=_tick, default=0.001, help="timer tick (seconds) the boundaries use"
+    )
+    gen.add_argument(
+        "--silent-share",
+        type=_share("silent_share"),
+        default=0.05,
+        help="share of clients that go silent for good",
+    )
+    gen.add_argument(
+        "--reconnect-share",
+        type=_share("reconnect_share"),
+        default=0.05,
+        help="share of clients that drop out once, longer than the timeout, and reconnect",
+    )
+    gen.add_argument(
+        "--close-share",
+        type=_share("close_share"),
+        default=0.1,
+        help="share of clients that close cleanly",
+    )
+    gen.add_argument(
+        "--duplicate-share",
+        type=_share("duplicate_share"),
+        default=0.01,
+        help="share of events delivered twice (same event_id)",
+    )
+    gen.add_argument(
+        "--out-of-order-share",
+        type=_share("out_of_order_share"),
+        default=0.02,
+        help="share of events that arrive late, by up to 5 s",
+    )
+    gen.add_argument(
+        "--boundary-share",
+        type=_share("boundary_share"),
+        default=0.02,
+        help="share of odd keepalives moved onto (or one tick before) the previous deadline",
+    )
+    gen.add_argument(
+        "--seed",
+        type=_whole("seed", int),
+        default=0,
+        help="the same seed gives the same log, on any number of cores",
+    )
 
     def add_log(command: argparse.ArgumentParser, timeouts: str) -> None:
+        command.add_argument("--events", type=_path, default=_DEFAULT_EVENTS, help="event log")
         command.add_argument(
-            "--events",
-            type=_path,
-            default=DEFAULT_EVENTS,
-            help=f"event log (default: {DEFAULT_EVENTS})",
+            "--format",
+            choices=["parquet", "json", "csv"],
+            default=None,
+            help="of the event log (default: from its file names, else parquet)",
         )
-        command.add_argument("--format", choices=["parquet", "json", "csv"], default=None)
         command.add_argument(
             "--timeouts",
             type=_timeouts,
-            default=_timeouts(timeouts),
-            help=f"comma-separated idle timeouts in seconds (default: {timeouts})",
+            default=timeouts,
+            help="comma-separated idle timeouts in seconds",
         )
         command.add_argument("--tick", type=_tick, default=0.001, help="timer tick, seconds")
-        command.add_argument("--horizon", type=_horizon, default=None, help="default: last ts")
+        command.add_argument(
+            "--horizon",
+            type=_horizon,
+            default=None,
+            help="where the log ends, seconds (default: its largest ts)",
+        )
 
-    rep = commands.add_parser("replay", help="every expiry IdleTimeouts would produce")
+    rep = command("replay", "every expiry IdleTimeouts would produce")
     add_log(rep, "30")
     rep.add_argument(
-        "--out", type=_path, default=DEFAULT_EXPIRIES, help=f"(default: {DEFAULT_EXPIRIES})"
+        "--out", type=_path, default=_DEFAULT_EXPIRIES, help="where to write the expiries"
     )
 
-    cap = commands.add_parser("report", help="capacity metrics, plots and an HTML page")
+    cap = command("report", "capacity metrics, plots and an HTML page")
     add_log(cap, "15,30,60")
     cap.add_argument(
-        "--bucket", type=_number("bucket", check_bucket), default=1.0, help="seconds per bucket"
+        "--bucket", type=_number("bucket", _check_bucket), default=1.0, help="seconds per bucket"
     )
-    cap.add_argument(
-        "--out", type=_path, default=DEFAULT_REPORT, help=f"(default: {DEFAULT_REPORT})"
-    )
+    cap.add_argument("--out", type=_path, default=_DEFAULT_REPORT, help="report folder")
 
-    live = commands.add_parser("stream", help="the streaming idle-expiry job")
+    live = command("stream", "the streaming idle-expiry job")
     live.add_argument(
-        "--source", type=_path, default=DEFAULT_INCOMING, help=f"(default: {DEFAULT_INCOMING})"
+        "--source", type=_path, default=_DEFAULT_INCOMING, help="folder the event files land in"
     )
-    live.add_argument("--format", choices=["parquet", "json", "csv"], default="parquet")
     live.add_argument(
-        "--out", type=_path, default=DEFAULT_STREAM_OUT, help=f"(default: {DEFAULT_STREAM_OUT})"
+        "--format",
+        choices=["parquet", "json", "csv"],
+        default="parquet",
+        help="of the event files",
+    )
+    live.add_argument(
+        "--out", type=_path, default=_DEFAULT_STREAM_OUT, help="folder of the expiries (Parquet)"
     )
     live.add_argument(
         "--checkpoint",
         type=_path,
-        default=DEFAULT_CHECKPOINT,
-        help=f"(default: {DEFAULT_CHECKPOINT})",
+        default=_DEFAULT_CHECKPOINT,
+        help="the query's checkpoint: run again with the same one to go on",
     )
-    live.add_argument("--timeouts", type=_timeouts, default=_timeouts("30"))
-    live.add_argument("--tick", type=_tick, default=0.001)
-    live.add_argument("--delay", type=_delay, default=10.0, help="watermark delay, seconds")
+    live.add_argument(
+        "--timeouts",
+        type=_timeouts,
+        default="30",
+        help="comma-separated idle timeouts in seconds",
+    )
+    live.add_argument("--tick", type=_tick, default=0.001, help="timer tick, seconds")
+    live.add_argument(
+        "--delay",
+        type=_delay,
+        default=10.0,
+        help="watermark delay: how late (event time, seconds) an event may still arrive",
+    )
     live.add_argument(
         "--processing-time",
         default=None,
@@ -261,7 +347,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--api",
         choices=["row", "pandas"],
         default="pandas",
-        help="the operator: pandas (transformWithStateInPandas, default) or row "
+        help="the operator: pandas (transformWithStateInPandas) or row "
         "(transformWithState); a checkpoint keeps the one it was started with",
     )
     live.add_argument(
@@ -276,14 +362,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--files",
         type=_whole("files", lambda value: check_count(value, "files", 1)),
         default=4,
-        help="slices for --feed (default: 4)",
+        help="slices for --feed",
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one ``spark`` command; returns the process exit status."""
     parser = argparse.ArgumentParser(
-        prog="aiowheel spark", description="The aiowheel Spark pipeline."
+        prog="aiowheel spark",
+        description="The aiowheel Spark pipeline.",
+        formatter_class=_HelpFormatter,
     )
     add_arguments(parser)
     return run(parser.parse_args(argv))
@@ -291,10 +379,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # What Spark raises about a command's input (a path that is not there, files it cannot read,
 # values the event log's checks refuse) and the API's own ValueError about the log's columns.
-INPUT_ERRORS = (PySparkException, Py4JJavaError, ValueError)
+_INPUT_ERRORS = (PySparkException, Py4JJavaError, ValueError)
 
 
-class InputError(Exception):
+class _InputError(Exception):
     """A command failed on its input: ``what`` names it (a path), the cause is Spark's error."""
 
     def __init__(self, what: str, cause: BaseException) -> None:
@@ -303,9 +391,17 @@ class InputError(Exception):
         self.cause = cause
 
     def line(self) -> str:
-        """One line: the input and the first line of Spark's message."""
-        first = str(self.cause).strip().splitlines()
-        return f"{self.what}: {first[0] if first else type(self.cause).__name__}"
+        """One line: the input and the first line of Spark's message (for an error raised in
+        the JVM, the Java exception's message, not py4j's "An error occurred while calling")."""
+        lines = [line.strip() for line in str(self.cause).strip().splitlines()]
+        if isinstance(self.cause, Py4JJavaError) and len(lines) > 1:
+            # ": org.apache.spark.SparkException: Could not parse Master URL: 'local[x]'"
+            lines = [_JAVA_EXCEPTION.sub("", lines[1].removeprefix(": ")), *lines[2:]]
+        return f"{self.what}: {lines[0] if lines else type(self.cause).__name__}"
+
+
+# The class name a Java exception's message starts with, as py4j shows it.
+_JAVA_EXCEPTION = re.compile(r"^(?:[\w$]+\.)+[\w$]*(?:Exception|Error): ")
 
 
 @contextmanager
@@ -313,8 +409,8 @@ def _about(what: str) -> Iterator[None]:
     """Errors Spark raises inside the block are about ``what``."""
     try:
         yield
-    except INPUT_ERRORS as exc:
-        raise InputError(what, exc) from exc
+    except _INPUT_ERRORS as exc:
+        raise _InputError(what, exc) from exc
 
 
 def run(args: argparse.Namespace, console: Console | None = None) -> int:
@@ -329,9 +425,17 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     if missing is not None:
         console.print(missing)
         return 2
-    with console.status("starting Spark"):
-        # Spark logs a failed job's Java stack trace at ERROR: shown only when asked for.
-        spark = spark_session(args.master, log_level="WARN" if verbose else "OFF")
+    try:
+        with console.status("starting Spark"):
+            # Spark logs a failed job's Java stack trace at ERROR: shown only when asked for.
+            spark = spark_session(args.master, log_level="WARN" if verbose else "OFF")
+    except _INPUT_ERRORS as exc:
+        if verbose:
+            console.print_exception(show_locals=False)
+        master = args.master or "the default master"
+        line = _InputError(f"Spark did not start on {master}", exc).line()
+        console.print(f"[red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
+        return 1
     commands: dict[str, Callable[[SparkSession, argparse.Namespace, Console], int]] = {
         "generate": _generate,
         "replay": _replay,
@@ -340,7 +444,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     }
     try:
         return commands[args.spark_command](spark, args, console)
-    except InputError as failure:
+    except _InputError as failure:
         if verbose:
             console.print_exception(show_locals=False)
         # Escaped: Spark's messages hold brackets ([PATH_NOT_FOUND], [key]) rich would eat.
@@ -407,7 +511,7 @@ def _spark_progress(spark: SparkSession, console: Console, what: str) -> Iterato
             poller.join()
 
 
-def _timed(console: Console, what: str, spark: SparkSession, action: Callable[[], T]) -> T:
+def _timed(console: Console, what: str, spark: SparkSession, action: Callable[[], _T]) -> _T:
     start = time.perf_counter()
     with _spark_progress(spark, console, what):
         result = action()
@@ -566,7 +670,7 @@ def _stream(spark: SparkSession, args: argparse.Namespace, console: Console) -> 
             query.stop()
     failure = query.exception()
     if failure is not None:
-        raise InputError(args.source, failure)
+        raise _InputError(args.source, failure)
     # The sink's files as its metadata log lists them; with the schema given, a sink that has
     # committed no file yet (no micro-batch had input) reads as empty instead of failing.
     emitted = (

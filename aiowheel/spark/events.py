@@ -44,7 +44,6 @@ __all__ = [
     "KINDS",
     "KIND_RANK",
     "EventFormat",
-    "kind_rank",
     "normalize_events",
     "read_events",
     "write_events",
@@ -55,7 +54,7 @@ EventFormat = Literal["parquet", "json", "csv"]
 KINDS = ("open", "data", "close")
 # Tie-break between events of one key at the same ts: opens first, closes last.
 KIND_RANK = {"open": 0, "data": 1, "close": 2}
-CLOSE_RANK = KIND_RANK["close"]
+_CLOSE_RANK = KIND_RANK["close"]
 
 EVENT_COLUMNS = ("key", "ts", "kind", "event_id")
 EVENT_SCHEMA = StructType(
@@ -76,7 +75,7 @@ _SUFFIXES: dict[str, EventFormat] = {
 }
 
 
-def kind_rank(kind: Column) -> Column:
+def _kind_rank(kind: Column) -> Column:
     """The tie-break rank of a (normalised) ``kind`` column: 0 open, 1 data, 2 close."""
     return (
         F.when(kind == "open", F.lit(0))

@@ -30,7 +30,7 @@ import math
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from aiowheel.spark.replay import check_tick, deadline_column
+from aiowheel.spark.replay import _check_tick, _deadline_column
 
 __all__ = ["generate"]
 
@@ -82,12 +82,12 @@ def generate(
     Returns a DataFrame with ``key``, ``ts``, ``kind``, ``event_id`` and ``arrival``, sorted by
     arrival (about ``connections * duration / keepalive`` rows, plus duplicates).
     """
-    check_whole(connections, "connections")
+    _check_whole(connections, "connections")
     for value, name in ((duration, "duration"), (keepalive, "keepalive"), (timeout, "timeout")):
-        check_positive(value, name)
-    check_positive(resolution, "resolution")
-    tick = check_tick(tick)
-    check_jitter(jitter)
+        _check_positive(value, name)
+    _check_positive(resolution, "resolution")
+    tick = _check_tick(tick)
+    _check_jitter(jitter)
     for value, name in (
         (silent_share, "silent_share"),
         (reconnect_share, "reconnect_share"),
@@ -96,7 +96,7 @@ def generate(
         (out_of_order_share, "out_of_order_share"),
         (boundary_share, "boundary_share"),
     ):
-        check_share(value, name)
+        _check_share(value, name)
     if not (math.isfinite(max_delay) and max_delay >= 0):
         raise ValueError(f"max_delay must be finite and >= 0, got {max_delay!r}")
     if not math.isfinite(start):
@@ -172,7 +172,7 @@ def generate(
         )
     )
     boundary = (slot % 2 == 1) & chance(boundary_share, "boundary", conn, slot)
-    at_deadline = deadline_column(on_grid(F.col("previous")), F.lit(timeout), tick)
+    at_deadline = _deadline_column(on_grid(F.col("previous")), F.lit(timeout), tick)
     keepalives = slots.select(
         "key",
         F.when(
@@ -233,7 +233,7 @@ def generate(
 # The checks of generate's arguments, also run by the command line's parser (aiowheel.spark.cli).
 
 
-def check_whole(value: int, name: str) -> None:
+def _check_whole(value: int, name: str) -> None:
     """``value`` must be an int >= 1."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {value!r}")
@@ -241,7 +241,7 @@ def check_whole(value: int, name: str) -> None:
         raise ValueError(f"{name} must be >= 1, got {value!r}")
 
 
-def check_positive(value: float, name: str) -> None:
+def _check_positive(value: float, name: str) -> None:
     """``value`` must be a real number, finite and > 0."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be an int or a float, got {value!r}")
@@ -249,13 +249,13 @@ def check_positive(value: float, name: str) -> None:
         raise ValueError(f"{name} must be finite and > 0, got {value!r}")
 
 
-def check_jitter(jitter: float) -> None:
+def _check_jitter(jitter: float) -> None:
     """``jitter`` must be >= 0 and < 0.5."""
     if not (0 <= jitter < 0.5):
         raise ValueError(f"jitter must be >= 0 and < 0.5 (slots must not swap), got {jitter!r}")
 
 
-def check_share(value: float, name: str) -> None:
+def _check_share(value: float, name: str) -> None:
     """``value`` must be between 0 and 1."""
     if not (0 <= value <= 1):
         raise ValueError(f"{name} must be between 0 and 1, got {value!r}")

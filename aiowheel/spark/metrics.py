@@ -1,6 +1,6 @@
 """Capacity metrics of a replay: how many timers the service holds, and how often they fire.
 
-This module owns the capacity view of :func:`aiowheel.spark.replay.timer_periods`. Per timeout
+This module owns the capacity view of :func:`aiowheel.spark.replay._timer_periods`. Per timeout
 and per time bucket (``bucket`` seconds, aligned to multiples of it):
 
 * ``pending`` — keys tracked (timers pending) at the end of the bucket;
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from aiowheel.spark.replay import check_timeouts, timer_periods
+from aiowheel.spark.replay import _check_timeouts, _timer_periods
 
 __all__ = ["CapacityMetrics", "metrics"]
 
@@ -63,9 +63,9 @@ def metrics(
     time bucket in seconds (finite, > 0). Cache ``events`` first if it is expensive to read:
     the series is one pass over it, and the summary is computed from the series.
     """
-    width = F.lit(check_bucket(bucket))
-    timeouts = check_timeouts(timeouts)
-    periods = timer_periods(events, timeouts=timeouts, tick=tick, horizon=horizon)
+    width = F.lit(_check_bucket(bucket))
+    timeouts = _check_timeouts(timeouts)
+    periods = _timer_periods(events, timeouts=timeouts, tick=tick, horizon=horizon)
 
     def bucket_of(t: Column) -> Column:
         return F.floor(t / width)
@@ -142,7 +142,7 @@ def metrics(
     )
 
 
-def check_bucket(bucket: float) -> float:
+def _check_bucket(bucket: float) -> float:
     """Return ``bucket`` (seconds) as a float; it must be a real number, finite and > 0."""
     if isinstance(bucket, bool) or not isinstance(bucket, (int, float)):
         raise TypeError(f"bucket must be an int or a float, got {bucket!r}")

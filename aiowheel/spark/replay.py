@@ -33,19 +33,9 @@ from pyspark.sql import functions as F
 
 from aiowheel._checks import check_length
 from aiowheel._impl import ceil_ticks
-from aiowheel.spark.events import CLOSE_RANK, KINDS, kind_rank, normalize_events
+from aiowheel.spark.events import _CLOSE_RANK, KINDS, _kind_rank, normalize_events
 
-__all__ = [
-    "Expiry",
-    "check_tick",
-    "check_timeouts",
-    "collect_expiries",
-    "deadline",
-    "deadline_column",
-    "replay",
-    "timer_periods",
-    "unique_events",
-]
+__all__ = ["Expiry", "collect_expiries", "deadline", "replay", "unique_events"]
 
 
 class Expiry(NamedTuple):
@@ -63,7 +53,7 @@ def deadline(last_seen: float, timeout: float, tick: float) -> float:
     return ceil_ticks(last_seen + timeout, tick) * tick
 
 
-def deadline_column(last_seen: Column, timeout: Column, tick: float) -> Column:
+def _deadline_column(last_seen: Column, timeout: Column, tick: float) -> Column:
     """:func:`deadline` as a Spark SQL expression (same double arithmetic, same corrections)."""
     when = last_seen + timeout
     step = F.lit(float(tick))
@@ -72,7 +62,7 @@ def deadline_column(last_seen: Column, timeout: Column, tick: float) -> Column:
     return q * step
 
 
-def check_timeouts(timeouts: Iterable[float]) -> list[float]:
+def _check_timeouts(timeouts: Iterable[float]) -> list[float]:
     """Return the distinct ``timeouts`` as sorted floats; each must be a real number, finite
     and > 0 (the checks and messages of :mod:`aiowheel._checks`)."""
     checked = {float(check_length(timeout, "each timeout")) for timeout in timeouts}
@@ -81,13 +71,13 @@ def check_timeouts(timeouts: Iterable[float]) -> list[float]:
     return sorted(checked)
 
 
-def check_tick(tick: float) -> float:
+def _check_tick(tick: float) -> float:
     """Return ``tick`` as a float; it must be a real number, finite and > 0, as the wheel
     requires."""
     return float(check_length(tick, "tick"))
 
 
-def check_horizon(horizon: float | None) -> float | None:
+def _check_horizon(horizon: float | None) -> float | None:
     """Return ``horizon`` as a float, or None; it must be a real number and finite."""
     if horizon is None:
         return None
@@ -107,7 +97,7 @@ def unique_events(events: DataFrame, *, horizon: float | None = None) -> DataFra
     ``ts``, then ``touch`` or ``discard``); the order of different keys at one ``ts`` does not
     matter.
     """
-    bound = check_horizon(horizon)
+    bound = _check_horizon(horizon)
     unique = _unique(_bounded(normalize_events(events), bound))
     return unique.select(
         "key",
@@ -126,7 +116,7 @@ def _unique(log: DataFrame) -> DataFrame:
     """``hash``, ``key``, ``ts``, ``rank`` and ``event_id`` of the normalised ``log``, one row
     per copy group, hash-partitioned by ``(hash, key)``; ``hash`` is ``xxhash64(key)``.
 
-    The de-duplication and the rule's window (:func:`timer_periods`) partition alike, by
+    The de-duplication and the rule's window (:func:`_timer_periods`) partition alike, by
     ``(hash, key)`` with the same ``hash`` column, so the plan has a single shuffle, which
     Spark's adaptive execution may coalesce (an explicit ``repartition`` would keep it from
     that). The hash in front gives each sort an 8-byte prefix that tells keys apart (keys such
@@ -138,7 +128,7 @@ def _unique(log: DataFrame) -> DataFrame:
         F.xxhash64("key").alias("hash"),
         "key",
         "ts",
-        kind_rank(F.col("kind")).alias("rank"),
+        _kind_rank(F.col("kind")).alias("rank"),
         "event_id",
     )
     copies = Window.partitionBy("hash", "key").orderBy("event_id", "ts", "rank")
@@ -154,7 +144,7 @@ def _unique(log: DataFrame) -> DataFrame:
     )
 
 
-def timer_periods(
+def _timer_periods(
     events: DataFrame,
     *,
     timeouts: Sequence[float],
@@ -173,18 +163,18 @@ def timer_periods(
     Without ``horizon``, the log's largest ``ts`` is a scalar subquery: one more (column-pruned)
     read of ``events``; cache ``events`` first if it is expensive to compute.
     """
-    timeouts = check_timeouts(timeouts)
-    tick = check_tick(tick)
-    bound = check_horizon(horizon)
+    timeouts = _check_timeouts(timeouts)
+    tick = _check_tick(tick)
+    bound = _check_horizon(horizon)
     log = normalize_events(events)
     unique = _unique(_bounded(log, bound))
     # The same partitioning as the de-duplication's: no second shuffle (see _unique).
     order = Window.partitionBy("hash", "key").orderBy("ts", "rank")
     touches = unique.select("key", "ts", "rank", F.lead("ts").over(order).alias("next_ts")).filter(
-        F.col("rank") != F.lit(CLOSE_RANK)
+        F.col("rank") != F.lit(_CLOSE_RANK)
     )
     end = F.lit(bound) if bound is not None else log.agg(F.max("ts")).scalar()
-    expired_at = deadline_column(F.col("last_seen"), F.col("timeout"), tick)
+    expired_at = _deadline_column(F.col("last_seen"), F.col("timeout"), tick)
     return (
         touches.select(
             "key",
@@ -227,7 +217,7 @@ def replay(
     Built-in Spark SQL only: one shuffle by key, a de-duplication window and a ``lead``.
     ``spark`` is not needed (``events`` carries its session); it keeps the API's shape uniform.
     """
-    periods = timer_periods(events, timeouts=timeouts, tick=tick, horizon=horizon)
+    periods = _timer_periods(events, timeouts=timeouts, tick=tick, horizon=horizon)
     return periods.filter(F.col("expired")).select("key", "timeout", "expired_at", "last_seen")
 
 

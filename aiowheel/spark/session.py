@@ -22,7 +22,7 @@ from pyspark.sql import SparkSession
 __all__ = ["ROCKSDB_PROVIDER", "spark_session"]
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+_CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 
 
 def spark_session(
@@ -66,7 +66,7 @@ def spark_session(
         .config("spark.sql.streaming.stateStore.providerClass", ROCKSDB_PROVIDER)
         # Each micro-batch commits a small changelog of the state it changed instead of a
         # RocksDB checkpoint of all of it; snapshots are taken in the background.
-        .config(CHANGELOG_CHECKPOINTING, "true")
+        .config(_CHANGELOG_CHECKPOINTING, "true")
     )
     settings = dict(conf or {})
     if shuffle_partitions is not None:
@@ -77,7 +77,8 @@ def spark_session(
         # Quiet from the JVM's first line on: setLogLevel comes too late for the start-up
         # warnings, which would bury the command line's own output.
         settings.setdefault(
-            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_quiet_log4j()}"
+            "spark.driver.extraJavaOptions",
+            f"-Dlog4j2.configurationFile=file:{_quiet_log4j(_root_level(log_level))}",
         )
     for name, value in settings.items():
         builder = builder.config(name, value)
@@ -114,7 +115,8 @@ def _py_files_for_driver_workers(spark: SparkSession) -> None:
 
 _QUIET_LOG4J = """\
 # Warnings, as the shell would set (so Spark does not announce a level change), but not the
-# start-up ones every local run prints (loopback hostname, no native Hadoop).
+# start-up ones every local run prints (loopback hostname, no native Hadoop); for
+# log_level="OFF", not the stack trace of a failed start either (a master Spark cannot parse).
 rootLogger.level = warn
 rootLogger.appenderRef.stderr.ref = stderr
 appender.console.type = Console
@@ -126,20 +128,35 @@ logger.utils.name = org.apache.spark.util.Utils
 logger.utils.level = error
 logger.native.name = org.apache.hadoop.util.NativeCodeLoader
 logger.native.level = error
+# A SparkContext that fails to start logs its Java stack at ERROR, then a warning as it stops
+# what never started: off for log_level="OFF".
+logger.context.name = org.apache.spark.SparkContext
+logger.context.level = {level}
+logger.metrics.name = org.apache.spark.metrics.MetricsSystem
+logger.metrics.level = {level}
 """
 
 
-def _quiet_log4j() -> str:
-    """Path of the quiet log4j2 configuration, written once and shared by every process."""
-    digest = hashlib.sha256(_QUIET_LOG4J.encode()).hexdigest()[:12]
+def _quiet_log4j(level: str = "warn") -> str:
+    """Path of the quiet log4j2 configuration with SparkContext's logger at ``level``, written
+    once and shared by every process."""
+    config = _QUIET_LOG4J.replace("{level}", level)
+    digest = hashlib.sha256(config.encode()).hexdigest()[:12]
     path = os.path.join(tempfile.gettempdir(), f"aiowheel-log4j2-{digest}.properties")
     if not os.path.exists(path):
         # Written aside and renamed, so a JVM starting meanwhile never reads half a file.
         fd, partial = tempfile.mkstemp(prefix="aiowheel-log4j2-", dir=os.path.dirname(path))
-        with os.fdopen(fd, "w", encoding="utf-8") as config:
-            config.write(_QUIET_LOG4J)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(config)
         os.replace(partial, path)
     return path
+
+
+def _root_level(log_level: str) -> str:
+    """SparkContext's log4j level for ``spark_session``'s ``log_level`` from the JVM's first
+    line: nothing for OFF, else warnings (setLogLevel then sets the level asked for). The root
+    logger stays at warnings: at another level than the shell's, Spark announces the change."""
+    return "off" if log_level.upper() == "OFF" else "warn"
 
 
 def _local_cores(master: str) -> int | None:

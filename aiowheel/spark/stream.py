@@ -2,9 +2,9 @@
 
 This module owns :func:`stream`, which emits, from a directory of event files that keeps
 growing, the same expiries as :func:`aiowheel.spark.replay` for the same events. Keys are
-hashed into shards (:mod:`aiowheel.spark.shard`); each shard is one group of
-``transformWithStateInPandas`` (:class:`IdleExpiryPandasProcessor`, the default) or of
-``transformWithState`` (:class:`IdleExpiryProcessor`), with one value state, one
+hashed into shards (:mod:`aiowheel.spark._shard`); each shard is one group of
+``transformWithStateInPandas`` (:class:`_IdleExpiryPandasProcessor`, the default) or of
+``transformWithState`` (:class:`_IdleExpiryProcessor`), with its keys in pages of a map state, one
 event-time timer, its state in the RocksDB state store, and the query checkpointed: a stop and
 a restart lose no expiry and emit none twice (the Parquet sink commits each micro-batch exactly
 once with the checkpoint).
@@ -22,13 +22,15 @@ expiries between ``W`` and the log's end come out as time (the watermark) moves 
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import pandas as pd  # type: ignore[import-untyped]
-from pyspark.sql import DataFrame, Row, SparkSession
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, GroupedData, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 from pyspark.sql.streaming.stateful_processor import (
@@ -48,18 +50,23 @@ from pyspark.sql.types import (
 )
 
 from aiowheel._checks import check_count, check_length
-from aiowheel.spark import shard
-from aiowheel.spark.events import EVENT_SCHEMA, EventFormat, kind_rank, normalize_events
-from aiowheel.spark.keystate import Event, IdleRule
-from aiowheel.spark.replay import check_tick, check_timeouts
-from aiowheel.spark.shard import Expiry
+from aiowheel.spark import _shard
+from aiowheel.spark._keystate import Event, IdleRule
+from aiowheel.spark._shard import ExpiryRow
+from aiowheel.spark.events import (
+    EVENT_COLUMNS,
+    EVENT_SCHEMA,
+    EventFormat,
+    _kind_rank,
+    normalize_events,
+)
+from aiowheel.spark.replay import _check_tick, _check_timeouts
 
 __all__ = [
     "EXPIRY_SCHEMA",
-    "OPERATORS",
-    "IdleExpiryPandasProcessor",
-    "IdleExpiryProcessor",
-    "check_operator",
+    "SHARDS_PER_PARTITION",
+    "Api",
+    "check_checkpoint",
     "expiry_stream",
     "stream",
     "watermark",
@@ -76,22 +83,28 @@ _EXPIRY_TYPE = StructType(
     ]
 )
 
-# A shard's row in the state store (aiowheel.spark.shard.SHARD_FIELDS): one value state.
-SHARD_TYPE = StructType(
+# A shard's index in the state store (aiowheel.spark._shard.INDEX_FIELDS): one value state.
+INDEX_TYPE = StructType(
     [
-        StructField("keys", BinaryType(), nullable=False),
+        StructField("wakes", BinaryType(), nullable=False),
         StructField("upto", LongType(), nullable=False),
         StructField("timer", LongType()),
         StructField("shards", IntegerType(), nullable=False),
     ]
 )
+# A shard's pages: one map state, page -> its keys (aiowheel.spark._shard.PAGE_FIELDS).
+PAGE_KEY_TYPE = StructType([StructField("page", LongType(), nullable=False)])
+PAGE_TYPE = StructType([StructField("keys", BinaryType(), nullable=False)])
+# The state variables of the layout before pages (one pickled value per shard, named
+# "shard"): a checkpoint holding it is refused (see _refuse_other_layout).
+_FORMER_LAYOUT = "shard"
 
 Api = Literal["row", "pandas"]
 
 # Each operator by its user-facing name, and the name of the physical operator that Spark
 # records for it in the checkpoint's state metadata (which Spark's "state-metadata" source
 # reads back). Spark refuses a restart with the other operator; stream() says so first.
-OPERATORS: dict[str, tuple[str, str]] = {
+_OPERATORS: dict[str, tuple[str, str]] = {
     "row": ("transformWithState", "transformWithStateInPySparkExec"),
     "pandas": ("transformWithStateInPandas", "transformWithStateInPandasExec"),
 }
@@ -102,27 +115,37 @@ SHARDS_PER_PARTITION = 8
 
 
 class _ShardVisits(StatefulProcessor):
-    """What both processors share: each group is a shard (:mod:`aiowheel.spark.shard`), with
-    one value state and at most one timer. A visit costs one state read, at most one write
-    (or clear), and a timer move only when the shard's timer must move."""
+    """What both processors share: each group is a shard (:mod:`aiowheel.spark._shard`), with
+    an index (one value state), its pages (one map state) and at most one timer. A visit costs
+    one read and one write (or clear) of the index, a read and a write (or removal) of each
+    page it touches, and a timer move only when the shard's timer must move."""
 
     def __init__(self, timeouts: Sequence[float], tick: float, delay: float, shards: int) -> None:
         self.rule = IdleRule(timeouts, tick, delay)
+        self.width = _shard.slot_width(self.rule.timeouts)
         self.shards = shards
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.store = handle.getValueState("shard", SHARD_TYPE)
+        self.index = handle.getValueState("index", INDEX_TYPE)
+        self.pages = handle.getMapState("pages", PAGE_KEY_TYPE, PAGE_TYPE)
 
     def close(self) -> None:
         """Nothing to release: all state lives in the state store."""
 
     def _visit(
         self, arrived: dict[str, list[Event]], watermark: int, firing: int | None
-    ) -> list[Expiry]:
-        row = self.store.get()  # None when the shard has no state: no separate exists() call
-        before = shard.load(row, self.shards)
-        outcome = shard.visit(self.rule, before, arrived, watermark, firing=firing)
+    ) -> list[ExpiryRow]:
+        row = self.index.get()  # None when the shard has no state: no separate exists() call
+        before = _shard.load(row, self.shards)
+        outcome = _shard.visit(
+            self.rule, before, arrived, watermark, self._read, width=self.width, firing=firing
+        )
+        for page, keys in outcome.pages.items():
+            if keys is None:
+                self.pages.removeKey((page,))
+            else:
+                self.pages.updateValue((page,), _shard.dump_page(keys))
         after = outcome.shard
         # Spark deletes the timer that fired once the handler returns.
         old = None if before is None or before.timer == firing else before.timer
@@ -133,13 +156,25 @@ class _ShardVisits(StatefulProcessor):
             if new is not None:
                 self.handle.registerTimer(new)
         if after is not None:
-            self.store.update(shard.dump(after, self.shards))
+            self.index.update(_shard.dump(after, self.shards))
         elif before is not None:
-            self.store.clear()
+            self.index.clear()
         return outcome.expiries
 
+    def _read(self, pages: Collection[int] | None) -> dict[int, _shard.Page]:
+        """The stored pages among ``pages`` (all for None): one state call each, or, for all
+        of them, one pass of the map's iterator (which fetches its entries in batches)."""
+        if pages is None:
+            return {page: _shard.load_page(value) for (page,), value in self.pages.iterator()}
+        found = {}
+        for page in pages:
+            value = self.pages.getValue((page,))
+            if value is not None:
+                found[page] = _shard.load_page(value)
+        return found
 
-class IdleExpiryProcessor(_ShardVisits):
+
+class _IdleExpiryProcessor(_ShardVisits):
     """The idle-expiry rule per shard for ``transformWithState`` (rows in, rows out)."""
 
     def handleInputRows(
@@ -148,7 +183,7 @@ class IdleExpiryProcessor(_ShardVisits):
         """Add the keys' new events; apply and emit what the watermark has passed."""
         arrived: dict[str, list[Event]] = defaultdict(list)
         # By position, unpacked as a tuple (a Row's own indexing is Python code).
-        for name, ts, rank, event_id, _event_time, _shard in rows:
+        for name, ts, rank, event_id, _event_time, _group in rows:
             arrived[name].append((ts, rank, event_id))
         return _rows(self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None))
 
@@ -162,7 +197,7 @@ class IdleExpiryProcessor(_ShardVisits):
         return _rows(expiries)
 
 
-class IdleExpiryPandasProcessor(_ShardVisits):
+class _IdleExpiryPandasProcessor(_ShardVisits):
     """The same rule for ``transformWithStateInPandas`` (pandas DataFrames in and out)."""
 
     def handleInputRows(
@@ -191,7 +226,7 @@ class IdleExpiryPandasProcessor(_ShardVisits):
         return _frames(expiries)
 
 
-def _rows(expiries: list[Expiry]) -> Iterator[Row]:
+def _rows(expiries: list[ExpiryRow]) -> Iterator[Row]:
     return iter(
         [
             Row(key=key, timeout=timeout, expired_at=expired_at, last_seen=last_seen)
@@ -200,7 +235,7 @@ def _rows(expiries: list[Expiry]) -> Iterator[Row]:
     )
 
 
-def _frames(expiries: list[Expiry]) -> Iterator[pd.DataFrame]:
+def _frames(expiries: list[ExpiryRow]) -> Iterator[pd.DataFrame]:
     if not expiries:
         return iter([])
     return iter([pd.DataFrame(expiries, columns=list(_EXPIRY_TYPE.names))])
@@ -227,8 +262,8 @@ def expiry_stream(
     groups keys are hashed into (default: 8 per shuffle partition); a restart from a checkpoint
     must keep it.
     """
-    timeouts = check_timeouts(timeouts)
-    tick = check_tick(tick)
+    timeouts = _check_timeouts(timeouts)
+    tick = _check_tick(tick)
     delay = float(check_length(delay, "delay", zero_ok=True))
     _check_api(api)
     if shards is None:
@@ -236,35 +271,43 @@ def expiry_stream(
         shards = SHARDS_PER_PARTITION * int(partitions)
     else:
         shards = check_count(shards, "shards", 1, 2**31 - 1, optional=True)
-    # The processors read rows by position: key, ts, rank, event_id, event_time, shard
-    # (event_time carries the watermark, by which Spark drops late events before they reach a
-    # processor). Every column costs the row operator a conversion per row: keep them few.
+    grouped = _by_shard(events, delay, shards)
+    if api == "row":
+        return grouped.transformWithState(
+            statefulProcessor=_IdleExpiryProcessor(timeouts, tick, delay, shards),
+            outputStructType=_EXPIRY_TYPE,
+            outputMode="Append",
+            timeMode="EventTime",
+        )
+    return grouped.transformWithStateInPandas(
+        statefulProcessor=_IdleExpiryPandasProcessor(timeouts, tick, delay, shards),
+        outputStructType=_EXPIRY_TYPE,
+        outputMode="Append",
+        timeMode="EventTime",
+    )
+
+
+def _by_shard(events: DataFrame, delay: float, shards: int) -> GroupedData:
+    """``events`` with the columns the processors read, watermarked, grouped by shard.
+
+    The processors read rows by position: key, ts, rank, event_id, event_time, shard
+    (event_time carries the watermark, by which Spark drops late events before they reach a
+    processor). Every column costs the row operator a conversion per row: keep them few. The
+    benchmark's floor query groups the same way.
+    """
     keyed = (
         normalize_events(events)
         .select(
             "key",
             "ts",
-            kind_rank(F.col("kind")).alias("rank"),
+            _kind_rank(F.col("kind")).alias("rank"),
             "event_id",
             F.timestamp_micros(F.floor(F.col("ts") * F.lit(1_000_000.0))).alias("event_time"),
             F.pmod(F.xxhash64("key"), F.lit(shards)).cast("int").alias("shard"),
         )
         .withWatermark("event_time", f"{round(delay * 1000)} milliseconds")
     )
-    grouped = keyed.groupBy("shard")
-    if api == "row":
-        return grouped.transformWithState(
-            statefulProcessor=IdleExpiryProcessor(timeouts, tick, delay, shards),
-            outputStructType=_EXPIRY_TYPE,
-            outputMode="Append",
-            timeMode="EventTime",
-        )
-    return grouped.transformWithStateInPandas(
-        statefulProcessor=IdleExpiryPandasProcessor(timeouts, tick, delay, shards),
-        outputStructType=_EXPIRY_TYPE,
-        outputMode="Append",
-        timeMode="EventTime",
-    )
+    return keyed.groupBy("shard")
 
 
 def stream(
@@ -293,8 +336,10 @@ def stream(
         checkpoint: the query's checkpoint directory; restart with the same one to continue.
         timeouts, tick: as for :func:`aiowheel.spark.replay`.
         delay: the watermark delay in seconds: how late (in event time) an event may arrive.
-        schema: of the source files; default :data:`aiowheel.spark.events.EVENT_SCHEMA` (give
-            ``ts`` as TIMESTAMP here if the files hold timestamps).
+        schema: of the source files; by default, for Parquet, the types of the files already
+            in ``source`` (a ``ts`` of double seconds or a TIMESTAMP; one type per source), or
+            :data:`aiowheel.spark.events.EVENT_SCHEMA` while it is empty; for JSON lines and
+            CSV, text, as :func:`aiowheel.spark.read_events` reads them.
         processing_time: ``None`` processes what is there and stops (trigger ``availableNow``);
             an interval such as ``"10 seconds"`` keeps running, one micro-batch per interval.
         max_files_per_trigger: cap on new files per micro-batch (a whole number >= 1), or None
@@ -315,14 +360,15 @@ def stream(
             max_files_per_trigger, "max_files_per_trigger", 1, 2**31 - 1, optional=True
         )
     stored = _stored_state(spark, checkpoint)
+    _refuse_other_layout(stored)
     _refuse_other_operator(stored, api)
     if shards is None and stored:
         # Spark keeps the shuffle partitions a checkpoint was started with, whatever the
         # session's setting now: so do the shards that default to them.
-        shards = SHARDS_PER_PARTITION * stored[0][1]
-    reader = spark.readStream.schema(schema if schema is not None else EVENT_SCHEMA).option(
-        "recursiveFileLookup", "true"
-    )
+        shards = SHARDS_PER_PARTITION * stored[0].partitions
+    if schema is None:
+        schema = _source_schema(spark, source, format)
+    reader = spark.readStream.schema(schema).option("recursiveFileLookup", "true")
     if max_files_per_trigger is not None:
         reader = reader.option("maxFilesPerTrigger", str(max_files_per_trigger))
     if format == "csv":
@@ -350,36 +396,96 @@ def stream(
     return writer.start()
 
 
+# JSON lines and CSV read as text, as read_events reads them: a ts written as a number or as
+# a date then reads alike, and normalize_events turns it into seconds.
+_TEXT_SCHEMA = StructType([StructField(name, StringType()) for name in EVENT_COLUMNS])
+
+
+def _source_schema(spark: SparkSession, source: str, format: EventFormat) -> StructType:
+    """The schema to stream ``source`` with, when the caller gives none.
+
+    Parquet files carry their types: the event columns are taken from the files already in
+    ``source`` (so a ``ts`` stored as a TIMESTAMP reads as one), or from
+    :data:`~aiowheel.spark.events.EVENT_SCHEMA` while there is none. JSON lines and CSV are
+    read as text, as :func:`~aiowheel.spark.events.read_events` reads them.
+    """
+    if format != "parquet":
+        return _TEXT_SCHEMA
+    try:
+        found = spark.read.option("recursiveFileLookup", "true").parquet(source).schema
+    except AnalysisException:  # no file yet (or no folder): Spark cannot infer a schema
+        return EVENT_SCHEMA
+    names = set(found.fieldNames())
+    return StructType(
+        [found[name] if name in names else EVENT_SCHEMA[name] for name in EVENT_COLUMNS]
+    )
+
+
 def _check_api(api: str) -> None:
-    if api not in OPERATORS:
+    if api not in _OPERATORS:
         raise ValueError(f"api must be 'row' or 'pandas', got {api!r}")
 
 
 def _operator(api: str) -> str:
-    return f"api={api!r} ({OPERATORS[api][0]})"
+    return f"api={api!r} ({_OPERATORS[api][0]})"
 
 
-def check_operator(spark: SparkSession, checkpoint: str, api: Api) -> None:
-    """Refuse to go on from ``checkpoint`` with another operator than the one that wrote it.
+def check_checkpoint(spark: SparkSession, checkpoint: str, api: Api) -> None:
+    """Refuse to go on from ``checkpoint`` if this stream cannot: raise ValueError saying what
+    to do, before any query starts.
 
     Both operators keep the same state, but Spark records which physical operator wrote it and
-    fails a restart with the other one in its first micro-batch. This reads the checkpoint's
-    state metadata (nothing, for a new checkpoint or one without state yet) and raises
-    ValueError naming both operators before any query starts.
+    fails a restart with the other one in its first micro-batch: that is refused naming both.
+    So is a checkpoint whose state is in the former layout (one pickled value per shard). This
+    reads the checkpoint's state metadata (nothing, for a new checkpoint or one without state
+    yet).
     """
-    _refuse_other_operator(_stored_state(spark, checkpoint), api)
+    stored = _stored_state(spark, checkpoint)
+    _refuse_other_layout(stored)
+    _refuse_other_operator(stored, api)
 
 
-def _stored_state(spark: SparkSession, checkpoint: str) -> list[tuple[str, int]]:
-    """The stateful operators of ``checkpoint`` as ``(physical operator, partitions)``: Spark's
-    own record of them, read with its "state-metadata" source (none for a new checkpoint)."""
+class _StoredOperator(NamedTuple):
+    """A stateful operator of a checkpoint, as Spark's "state-metadata" source records it."""
+
+    physical: str
+    partitions: int
+    # The names of its state variables (for transformWithState: the processor's).
+    variables: frozenset[str]
+
+
+def _stored_state(spark: SparkSession, checkpoint: str) -> list[_StoredOperator]:
+    """The stateful operators of ``checkpoint``: Spark's own record of them, read with its
+    "state-metadata" source (none for a new checkpoint)."""
     metadata = spark.read.format("state-metadata").load(checkpoint)
-    return [(row[0], row[1]) for row in metadata.select("operatorName", "numPartitions").collect()]
+    rows = metadata.select("operatorName", "numPartitions", "operatorProperties").collect()
+    return [
+        _StoredOperator(physical, partitions, _state_variables(properties))
+        for physical, partitions, properties in rows
+    ]
 
 
-def _refuse_other_operator(stored: list[tuple[str, int]], api: Api) -> None:
-    written = {physical for physical, _partitions in stored}
-    for stored_api, (_name, physical) in OPERATORS.items():
+def _state_variables(properties: str | None) -> frozenset[str]:
+    if not properties:
+        return frozenset()
+    variables = json.loads(properties).get("stateVariables", [])
+    return frozenset(variable["stateName"] for variable in variables)
+
+
+def _refuse_other_layout(stored: list[_StoredOperator]) -> None:
+    """Refuse a checkpoint whose state is in the layout before pages: one pickled value per
+    shard, which this version neither reads nor converts."""
+    if any(_FORMER_LAYOUT in operator.variables for operator in stored):
+        raise ValueError(
+            "this checkpoint's state is in the former layout (one pickled value per shard, "
+            "state 'shard'), which this aiowheel does not read: finish it with the aiowheel "
+            "that started it, or start a new checkpoint"
+        )
+
+
+def _refuse_other_operator(stored: list[_StoredOperator], api: Api) -> None:
+    written = {operator.physical for operator in stored}
+    for stored_api, (_name, physical) in _OPERATORS.items():
         if physical in written and stored_api != api:
             raise ValueError(
                 f"this checkpoint's state was written by {_operator(stored_api)}, not "

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
+from stream_runs import run_to_end
 
 from aiowheel import IdleTimeouts, Timer
 from aiowheel.spark import (
@@ -163,11 +163,6 @@ def idle_timeouts_at(events: DataFrame, horizon: float) -> set[Expiry]:
     return _IDLE[horizon]
 
 
-# See Job.run.
-WORKER_FAILED_TO_START = "Python worker failed to connect back"
-WORKER_START_RETRIES = 2
-
-
 class Job:
     """One streaming job: its source folder, sink and checkpoint, run to the end of its input."""
 
@@ -185,17 +180,9 @@ class Job:
 
     def run(self, *, one_file_per_batch: bool = False) -> float:
         """Start (or restart) from the checkpoint, process what is there, stop; return the
-        watermark reached.
-
-        Spark gives a Python worker it starts ten seconds to connect back (a constant of its
-        ``PythonWorkerFactory``); on a loaded machine a streaming worker can take longer, and
-        the query dies with "Python worker failed to connect back". That is a crash like any
-        other: the run restarts from the checkpoint, up to :data:`WORKER_START_RETRIES` times,
-        and the assertions that follow check that the restart neither lost nor repeated
-        anything. Any other failure fails the test."""
-        progress: list[dict[str, Any]] = []
-        for attempt in range(WORKER_START_RETRIES + 1):
-            query = stream(
+        watermark reached (see :func:`stream_runs.run_to_end` for a worker that starts late)."""
+        query, progress = run_to_end(
+            lambda: stream(
                 self.spark,
                 str(self.source),
                 output=str(self.output),
@@ -206,15 +193,7 @@ class Job:
                 max_files_per_trigger=1 if one_file_per_batch else None,
                 api=self.api,  # type: ignore[arg-type]
             )
-            try:
-                query.awaitTermination()
-            except StreamingQueryException as exc:
-                if WORKER_FAILED_TO_START not in str(exc) or attempt == WORKER_START_RETRIES:
-                    raise
-            finally:
-                progress += query.recentProgress
-            if query.exception() is None:
-                break
+        )
         self.progress = progress
         reached = watermark(query)
         assert reached is not None

@@ -109,8 +109,16 @@ class Process:
     def __init__(self, argv: Sequence[str], log: Path, env: dict[str, str]) -> None:
         self.log = log
         with log.open("wb") as out:
+            # Run from the log's folder, not the checkout: a Python that Spark starts with
+            # "-m" has its working directory first on its path, where ./aiowheel would shadow
+            # the shipped wheel.
             self.popen = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+                cwd=log.parent,
             )
 
     @property
@@ -304,7 +312,10 @@ def bare_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     ).stdout.strip()
     Path(site, "executor-packages.pth").write_text(f"{linked}\n")
     check = "import anyio, pandas, pyarrow, google.protobuf; import aiowheel"
-    result = subprocess.run([str(python), "-c", check], capture_output=True, text=True, check=False)
+    # From outside the checkout, whose ./aiowheel "-c" would put first on the path.
+    result = subprocess.run(
+        [str(python), "-c", check], capture_output=True, text=True, check=False, cwd=root
+    )
     assert "No module named 'aiowheel'" in result.stderr, result.stderr
     return python
 
@@ -546,6 +557,7 @@ def test_a_compiled_wheel_on_py_files_runs_the_pure_core(bare_python: Path, tmp_
         capture_output=True,
         text=True,
         check=True,
+        cwd=tmp_path,
     )
     where, compiled, value = result.stdout.split()
     assert where.startswith(str(shipped))

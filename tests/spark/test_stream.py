@@ -10,15 +10,30 @@ from __future__ import annotations
 import argparse
 import io
 import re
+import shutil
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 from rich.console import Console
+from stream_runs import run_to_end
 
-from aiowheel.spark import EVENT_SCHEMA, cli, expiry_stream, stream
-from aiowheel.spark.stream import OPERATORS, Api, check_operator
+from aiowheel.spark import (
+    EVENT_SCHEMA,
+    cli,
+    collect_expiries,
+    expiry_stream,
+    read_events,
+    replay,
+    stream,
+    watermark,
+    write_events,
+)
+from aiowheel.spark.events import EventFormat
+from aiowheel.spark.stream import _OPERATORS, Api, check_checkpoint
 
 pytestmark = pytest.mark.spark
 
@@ -86,15 +101,43 @@ def test_a_checkpoint_is_refused_with_the_other_operator(
         "timeouts": [30.0],
         "tick": 0.001,
     }
-    stream(spark, str(source), api=first, **arguments).awaitTermination()
+    run_to_end(lambda: stream(spark, str(source), api=first, **arguments))
     message = (
-        f"this checkpoint's state was written by api='{first}' ({OPERATORS[first][0]}), not "
-        f"api='{then}' ({OPERATORS[then][0]}): restart with api='{first}', or start a new "
+        f"this checkpoint's state was written by api='{first}' ({_OPERATORS[first][0]}), not "
+        f"api='{then}' ({_OPERATORS[then][0]}): restart with api='{first}', or start a new "
         "checkpoint"
     )
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         stream(spark, str(source), api=then, **arguments)
-    check_operator(spark, checkpoint, first)
+    check_checkpoint(spark, checkpoint, first)
+
+
+def test_a_checkpoint_of_the_former_layout_is_refused_saying_what_to_do(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """data/former-layout-checkpoint is the metadata of a checkpoint the stream wrote before its
+    keys moved into pages (one pickled value per shard, state "shard"; paths made neutral).
+    Its state is neither read nor silently replaced: the stream refuses it before any query
+    starts, saying what to do."""
+    checkpoint = tmp_path / "ckpt"
+    shutil.copytree(Path(__file__).parent / "data" / "former-layout-checkpoint", checkpoint)
+    message = (
+        "this checkpoint's state is in the former layout (one pickled value per shard, state "
+        "'shard'), which this aiowheel does not read: finish it with the aiowheel that started "
+        "it, or start a new checkpoint"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        stream(
+            spark,
+            str(tmp_path / "in"),
+            output=str(tmp_path / "out"),
+            checkpoint=str(checkpoint),
+            timeouts=[30.0],
+            tick=0.001,
+        )
+    assert not spark.streams.active
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        check_checkpoint(spark, str(checkpoint), "pandas")
 
 
 def test_a_restart_keeps_its_checkpoints_shards_when_the_partitions_change(
@@ -111,14 +154,14 @@ def test_a_restart_keeps_its_checkpoints_shards_when_the_partitions_change(
     }
     first = [("k", 1.0, "open", None), ("k", 100.0, "data", None)]
     spark.createDataFrame(first, EVENT_SCHEMA).write.parquet(str(source / "slice-0"))
-    stream(spark, str(source), **arguments).awaitTermination()
+    run_to_end(lambda: stream(spark, str(source), **arguments))
     spark.createDataFrame([("k", 200.0, "data", None)], EVENT_SCHEMA).write.parquet(
         str(source / "slice-1")
     )
     partitions = spark.conf.get("spark.sql.shuffle.partitions") or "200"
     spark.conf.set("spark.sql.shuffle.partitions", str(int(partitions) + 1))
     try:
-        stream(spark, str(source), **arguments).awaitTermination()
+        run_to_end(lambda: stream(spark, str(source), **arguments))
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", partitions)
     emitted = spark.read.parquet(arguments["output"]).collect()
@@ -126,6 +169,56 @@ def test_a_restart_keeps_its_checkpoints_shards_when_the_partitions_change(
         ("k", 30.0, 31.0, 1.0),
         ("k", 30.0, 130.0, 100.0),
     ]
+
+
+# A log whose ts is written three ways: seconds, a TIMESTAMP, and (JSON, CSV) a date string.
+_STAMPED = [
+    ("a", datetime(2024, 1, 1, 0, 0, 0, tzinfo=UTC), "open", None),
+    ("a", datetime(2024, 1, 1, 0, 0, 20, tzinfo=UTC), "data", "x"),
+    ("b", datetime(2024, 1, 1, 0, 0, 5, tzinfo=UTC), "open", None),
+    ("b", datetime(2024, 1, 1, 0, 0, 10, tzinfo=UTC), "close", None),
+    ("c", datetime(2024, 1, 1, 0, 2, 0, tzinfo=UTC), "open", None),
+]
+
+
+@pytest.mark.parametrize(
+    ("format", "ts"),
+    [("parquet", "timestamp"), ("parquet", "double"), ("json", "string"), ("csv", "string")],
+)
+def test_the_stream_reads_every_format_replay_reads_alike(
+    spark: SparkSession, tmp_path: Path, format: EventFormat, ts: str
+) -> None:
+    """A Parquet ts stored as a TIMESTAMP (and JSON or CSV dates) stream as replay and
+    read_events read them: the same expiries."""
+    schema = "key string, ts timestamp, kind string, event_id string"
+    frame = spark.createDataFrame(_STAMPED, schema)
+    if ts != "timestamp":
+        frame = frame.withColumn("ts", F.col("ts").cast(ts))
+    source = tmp_path / "in"
+    write_events(frame.coalesce(1), str(source / "slice-0"), format=format)
+    expected = collect_expiries(
+        replay(
+            spark,
+            read_events(spark, str(source / "slice-0"), format=format),
+            timeouts=[30.0],
+            tick=1.0,
+        )
+    )
+    assert len(expected) == 1  # a, 30 s after its data at 00:00:20 (c is still pending)
+    query, _progress = run_to_end(
+        lambda: stream(
+            spark,
+            str(source),
+            output=str(tmp_path / "out"),
+            checkpoint=str(tmp_path / "ckpt"),
+            timeouts=[30.0],
+            tick=1.0,
+            delay=0.0,
+            format=format,
+        )
+    )
+    assert watermark(query) == datetime(2024, 1, 1, 0, 2, 0, tzinfo=UTC).timestamp()
+    assert collect_expiries(spark.read.parquet(str(tmp_path / "out"))) == expected
 
 
 def _stream_parser() -> argparse.ArgumentParser:

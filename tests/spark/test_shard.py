@@ -1,4 +1,4 @@
-"""IdleRule, the streaming service's per-key logic, driven as Spark drives it, without Spark.
+"""IdleRule and the shards' pages, the streaming service's logic, driven as Spark drives it.
 
 A small model of a stateful streaming query in event time: events arrive in micro-batches, the
 watermark of a batch is the largest ts of the batches before it minus the delay, an event at or
@@ -12,19 +12,20 @@ from __future__ import annotations
 import math
 import zlib
 from collections import defaultdict
+from collections.abc import Collection
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from idle_reference import Event, reference_expiries
 
-from aiowheel.spark import shard
+from aiowheel.spark import _shard as shard
+from aiowheel.spark._keystate import IdleRule, KeyState, wake_ms
 from aiowheel.spark.events import KIND_RANK
-from aiowheel.spark.keystate import IdleRule, KeyState, wake_ms
 
 pytestmark = pytest.mark.spark
 
-Expiry = tuple[str, float, float, float]
+ExpiryRow = tuple[str, float, float, float]
 
 
 class Model:
@@ -33,8 +34,13 @@ class Model:
     def __init__(self, rule: IdleRule, shards: int = 3) -> None:
         self.rule = rule
         self.shards = shards
+        # Per shard: its index row, and its pages' rows (the map state).
         self.stored: dict[int, tuple[bytes, int, int | None, int]] = {}
-        self.emitted: list[Expiry] = []
+        self.pages: dict[int, dict[int, tuple[bytes]]] = defaultdict(dict)
+        self.width = shard.slot_width(rule.timeouts)
+        # Per visit: (with input?, keys read, keys the shard held).
+        self.reads: list[tuple[bool, int, int]] = []
+        self.emitted: list[ExpiryRow] = []
         self.max_ts = -math.inf
         self.watermark = -(2**62)  # ms; no watermark yet
         self.visits = 0
@@ -66,40 +72,72 @@ class Model:
     def visit(
         self, number: int, new: dict[str, list[tuple[float, int, str | None]]], firing: int | None
     ) -> None:
+        pages = self.pages[number]
+        read: list[int] = []
+
+        def load(wanted: Collection[int] | None) -> dict[int, shard.Page]:
+            assert not read, "read once per visit"
+            read.extend(pages if wanted is None else wanted)
+            return {page: shard.load_page(pages[page]) for page in read if page in pages}
+
+        held = len(self.keys())
         before = shard.load(self.stored.get(number), self.shards)
-        outcome = shard.visit(self.rule, before, new, self.watermark, firing=firing)
+        outcome = shard.visit(
+            self.rule, before, new, self.watermark, load, width=self.width, firing=firing
+        )
         self.visits += 1
+        self.reads.append(
+            (bool(new), sum(len(shard.load_page(pages[p])) for p in read if p in pages), held)
+        )
         old_timer = None if before is None or before.timer == firing else before.timer
         new_timer = None if outcome.shard is None else outcome.shard.timer
         if old_timer != new_timer:
             self.timer_moves += 1
         self.emitted.extend(outcome.expiries)
+        for page, keys in outcome.pages.items():
+            assert page in read or keys is not None  # a page is removed only once read
+            if keys is None:
+                del pages[page]
+            else:
+                pages[page] = shard.dump_page(keys)
         if outcome.shard is None:
+            assert not pages
             self.stored.pop(number, None)
         else:
-            # A stored shard always has a timer, at or before its keys' first wake-up.
+            # A stored shard always has a timer, at or before its keys' first wake-up, and
+            # its index holds each page's first wake-up.
             assert outcome.shard.timer is not None
-            assert outcome.shard.timer <= min(state[4] for state in outcome.shard.keys.values())
+            assert set(outcome.shard.wakes) == set(pages)
+            for page, wake in outcome.shard.wakes.items():
+                assert wake == min(state[4] for state in self.page(number, page).values())
+            assert outcome.shard.timer <= min(outcome.shard.wakes.values())
             self.stored[number] = shard.dump(outcome.shard, self.shards)
+
+    def page(self, number: int, page: int) -> shard.Page:
+        row = self.pages[number].get(page)
+        return {} if row is None else shard.load_page(row)
 
     def keys(self) -> set[str]:
         """Every key with state."""
         return {
             key
-            for number in self.stored
-            for key in (shard.load(self.stored[number], self.shards) or EMPTY).keys
+            for number, pages in self.pages.items()
+            for row in pages.values()
+            for key in shard.load_page(row)
         }
 
     def idle(self) -> None:
         """A batch without data: the watermark catches up with the last events."""
         self.batch([])
 
+    def advance(self, ts: float) -> None:
+        """A batch without data after events up to ``ts`` elsewhere (another shard's)."""
+        self.max_ts = max(self.max_ts, ts)
+        self.batch([])
+
     @property
     def horizon(self) -> float:
         return self.watermark / 1000.0
-
-
-EMPTY = shard.Shard({}, 0, None)
 
 
 def run(
@@ -207,6 +245,25 @@ def test_a_checkpoint_of_another_shard_count_is_refused() -> None:
     (row,) = model.stored.values()
     with pytest.raises(ValueError, match="split into 1 shards, not 8: restart with shards=1"):
         shard.load(row, 8)
+
+
+def test_a_visit_without_input_reads_the_due_keys_pages_not_the_shard() -> None:
+    # 2,000 keys in one shard opened at 0 s; all but ten talk again at 20 s. When the
+    # watermark reaches the ten's expiry, the visit reads the page of those ten, not the
+    # 1,990 other keys (which moved to the page of their new wake-up at 20 s).
+    model = Model(IdleRule([30.0], 0.001, 0.0), shards=1)
+    model.batch([(f"k{n}", 0.0, "open", None) for n in range(2_000)])
+    model.batch([(f"k{n}", 20.0, "data", None) for n in range(10, 2_000)])
+    model.advance(30.0)
+    assert sorted(model.emitted) == sorted((f"k{n}", 30.0, 30.0, 0.0) for n in range(10))
+    with_input, read, held = model.reads[-1]
+    assert (with_input, read, held) == (False, 10, 2_000)
+    # The others expire at 50 s, in their own page, and nothing is left.
+    model.advance(50.0)
+    assert len(model.emitted) == 2_000
+    assert model.reads[-1] == (False, 1_990, 1_990)
+    assert model.keys() == set()
+    assert model.stored == {}
 
 
 def test_key_state_keeps_wake_where_shards_look_for_it() -> None:

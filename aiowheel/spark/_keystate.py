@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from operator import itemgetter
 from typing import NamedTuple
 
-from aiowheel.spark.events import CLOSE_RANK
+from aiowheel.spark.events import _CLOSE_RANK
 from aiowheel.spark.replay import deadline
 
 __all__ = ["Event", "IdleRule", "KeyExpiry", "KeyState", "StoredKey", "Visit", "wake_ms"]
@@ -89,7 +89,7 @@ class IdleRule:
     """The idle-expiry rule for every timeout of a stream, applied one key visit at a time.
 
     ``timeouts`` must be sorted ascending and distinct (as
-    :func:`aiowheel.spark.replay.check_timeouts` returns them); ``tick`` is the timer's tick
+    :func:`aiowheel.spark.replay._check_timeouts` returns them); ``tick`` is the timer's tick
     and ``delay`` the watermark delay, both in seconds.
     """
 
@@ -148,7 +148,7 @@ class IdleRule:
                     remembered.append(event)
                 if last_seen is not None:
                     fired = self._expire(last_seen, fired, ts, expiries)
-                if rank == CLOSE_RANK:
+                if rank == _CLOSE_RANK:
                     last_seen = None
                 else:
                     last_seen, fired = ts, 0
@@ -230,7 +230,7 @@ class IdleRule:
                 expired_at = deadline(last_seen, timeouts[fired], tick)
                 if expired_at <= ts:
                     return expired_at
-            if rank == CLOSE_RANK:
+            if rank == _CLOSE_RANK:
                 last_seen = None
             else:
                 last_seen, fired = ts, 0

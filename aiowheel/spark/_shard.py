@@ -1,0 +1,230 @@
+"""Many keys in one group, kept in pages by wake-up time: the streaming service's state.
+
+This module owns how :func:`aiowheel.spark.stream` packs keys into *shards* and a shard's keys
+into *pages*, in plain Python. Spark's Python stateful operators (``transformWithState`` and
+its pandas twin) pay for every group they visit in a micro-batch, and for every state call: a
+round trip to the JVM's state server (from about 50 µs on a quiet machine to ten times that on
+a loaded one). At one group per key, or one state entry per key, that is several round trips
+for every key with events in a batch. Hashing keys into a fixed number of shards
+(``pmod(xxhash64(key), shards)``, done by Spark) makes the group a shard instead.
+
+Inside a shard, keys live in *pages*, the entries of one map state, and a page holds the keys
+whose wake-up time fell into the same slot of :func:`slot_width` when they last had input: its
+keys come due together. The shard's *index* (one value state, :data:`INDEX_FIELDS`) keeps
+each page's earliest wake-up, so:
+
+* a visit without input (the shard's timer fired) reads and rewrites only the pages the index
+  says are due, and visits only their due keys: a micro-batch that only moves the watermark
+  costs what comes due, whatever the number of keys held. A key stays in its page when such a
+  visit changes its wake-up (moving it would mean rewriting the page it moves to); the index
+  keeps the page's new earliest wake-up;
+* a visit with input must find its keys, wherever they live: it reads every page of the shard
+  (in bulk: one pass of the map's iterator), visits the keys with new events and the due ones,
+  moves each key it visited to the page of its new wake-up, and writes only the pages that
+  changed.
+
+The index row, field for field (:data:`INDEX_FIELDS`):
+
+* ``wakes`` -- ``{page: earliest wake (ms) of its keys}``, pickled;
+* ``upto`` -- the watermark (ms) of the last visit;
+* ``timer`` -- the shard's one registered event-time timer (ms): at or before the earliest
+  wake-up of its pages;
+* ``shards`` -- the number of shards the query was started with. Keys are placed by it, so a
+  restart with a different number would look keys up in the wrong shard; :func:`load`
+  refuses it.
+
+A page's entry (:data:`PAGE_FIELDS`) is ``keys``: ``{key: KeyState as a tuple}``, pickled
+(protocol 5). Which page a key lives in decides only what a visit reads, never what it emits:
+a restart may change the slot width (it follows the timeouts).
+
+The timer moves lazily. A timer that fires early does no harm (the visit finds nothing due and
+sets a new one), so a registered timer at or before the earliest wake-up is kept unless it
+would fire before the shard's next visit at its current pace: a shard that has events in every
+micro-batch moves its timer about once per ``timeout / batch interval`` batches, not on every
+batch.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Final, NamedTuple
+
+from aiowheel.spark._keystate import Event, IdleRule, StoredKey
+
+__all__ = [
+    "INDEX_FIELDS",
+    "PAGE_FIELDS",
+    "ExpiryRow",
+    "Page",
+    "Shard",
+    "ShardVisit",
+    "dump",
+    "dump_page",
+    "load",
+    "load_page",
+    "slot_width",
+    "visit",
+]
+
+# The state store rows of a shard, field for field (see the module documentation).
+INDEX_FIELDS = ("wakes", "upto", "timer", "shards")
+PAGE_FIELDS = ("keys",)
+
+# Pages across the shortest timeout: enough that the keys of one page come due within a small
+# part of a timeout, few enough that a visit with input writes few pages (one state call each).
+SLOTS_PER_TIMEOUT: Final = 16
+
+# An expiry as the stream emits it: (key, timeout, expired_at, last_seen).
+ExpiryRow = tuple[str, float, float, float]
+# One page: its keys' states.
+Page = dict[str, StoredKey]
+# Reads the stored pages among the given ones (all of them for None); a page without an
+# entry is left out.
+PageReader = Callable[[Collection[int] | None], Mapping[int, Page]]
+# Where KeyState (and so StoredKey) keeps `wake`.
+_WAKE: Final = 4
+
+
+class Shard(NamedTuple):
+    """A shard's index between visits."""
+
+    # For each page, the earliest wake (ms) of its keys; a page without keys has no entry.
+    wakes: dict[int, int]
+    # The watermark (ms) of the last visit.
+    upto: int
+    # The shard's registered timer (ms); never None while a page holds keys.
+    timer: int | None
+
+
+class ShardVisit(NamedTuple):
+    """The outcome of :func:`visit`."""
+
+    # The index to store, or None to clear it (no key has state left).
+    shard: Shard | None
+    # The pages to write: a page's keys, or None to remove its entry.
+    pages: dict[int, Page | None]
+    expiries: list[ExpiryRow]
+
+
+def slot_width(timeouts: Sequence[float]) -> int:
+    """The span of wake-up times (ms) one page gathers: a :data:`SLOTS_PER_TIMEOUT`-th of the
+    shortest timeout, at least 1 ms."""
+    return max(1, math.ceil(min(timeouts) * 1000.0 / SLOTS_PER_TIMEOUT))
+
+
+def load(row: tuple[object, ...] | None, shards: int) -> Shard | None:
+    """The index stored as ``row`` (fields :data:`INDEX_FIELDS`), or None for no row.
+
+    Raises ValueError if the row was written by a query started with another number of shards.
+    """
+    if row is None:
+        return None
+    wakes, upto, timer, stored = row
+    if stored != shards:
+        raise ValueError(
+            f"this checkpoint's state is split into {stored} shards, not {shards}: restart "
+            f"with shards={stored}, or start a new checkpoint"
+        )
+    return Shard(pickle.loads(wakes), upto, timer)  # type: ignore[arg-type]
+
+
+def dump(shard: Shard, shards: int) -> tuple[bytes, int, int | None, int]:
+    """``shard`` as its state store row (fields :data:`INDEX_FIELDS`)."""
+    return pickle.dumps(shard.wakes, protocol=5), shard.upto, shard.timer, shards
+
+
+def load_page(row: tuple[object, ...]) -> Page:
+    """The page stored as ``row`` (fields :data:`PAGE_FIELDS`)."""
+    return pickle.loads(row[0])  # type: ignore[arg-type,no-any-return]
+
+
+def dump_page(page: Page) -> tuple[bytes]:
+    """``page`` as its map state value (fields :data:`PAGE_FIELDS`)."""
+    return (pickle.dumps(page, protocol=5),)
+
+
+def visit(
+    rule: IdleRule,
+    shard: Shard | None,
+    arrived: Mapping[str, list[Event]],
+    watermark: int,
+    read: PageReader,
+    *,
+    width: int,
+    firing: int | None = None,
+) -> ShardVisit:
+    """Visit the keys of the shard that have new events (``arrived``) or whose wake-up time
+    the watermark (ms) has reached; emit their expiries and set the shard's timer.
+
+    ``read`` is called once: for every page when keys arrived, else for the due pages only.
+    ``width`` is the :func:`slot_width` of new pages. ``firing`` is the timer (ms) that
+    triggered this visit, which Spark deletes afterwards. Without input: O(keys in the due
+    pages), plus an :meth:`IdleRule.visit` per due key. With input: O(keys held) to find them,
+    plus a visit per key with events or due.
+    """
+    if shard is None:
+        wakes: dict[int, int] = {}
+        timer = pace = None
+    else:
+        wakes = dict(shard.wakes)
+        timer = None if shard.timer == firing else shard.timer
+        pace = watermark - shard.upto
+    due = [page for page, wake in wakes.items() if wake <= watermark]
+    expiries: list[ExpiryRow] = []
+    changed: set[int] = set()
+    if arrived:
+        pages = dict(read(None)) if wakes else {}
+        home = {key: page for page, keys in pages.items() for key in keys}
+        visiting: dict[str, int | None] = {key: home.get(key) for key in arrived}
+        for due_page in due:
+            for key, state in pages[due_page].items():
+                if state[_WAKE] <= watermark and key not in visiting:
+                    visiting[key] = due_page
+        for key, home_page in visiting.items():
+            stored = None if home_page is None else pages[home_page].pop(key)
+            if home_page is not None:
+                changed.add(home_page)
+            after, emitted = rule.visit_stored(stored, arrived.get(key, []), watermark)
+            if emitted:
+                expiries.extend((key, *expiry) for expiry in emitted)
+            if after is not None:
+                # The key moves to the page of its new wake-up.
+                slot = after[_WAKE] // width
+                pages.setdefault(slot, {})[key] = after
+                changed.add(slot)
+    else:
+        pages = dict(read(due)) if due else {}
+        for page in due:
+            keys = pages.setdefault(page, {})
+            for key in [key for key, state in keys.items() if state[_WAKE] <= watermark]:
+                after, emitted = rule.visit_stored(keys[key], [], watermark)
+                if emitted:
+                    expiries.extend((key, *expiry) for expiry in emitted)
+                if after is None:
+                    del keys[key]
+                else:
+                    keys[key] = after  # stays in its page: see the module documentation
+            changed.add(page)
+    written: dict[int, Page | None] = {}
+    for page in changed:
+        keys = pages.get(page, {})
+        if keys:
+            written[page] = keys
+            wakes[page] = min(state[_WAKE] for state in keys.values())
+        elif page in wakes:
+            written[page] = None
+            del wakes[page]
+    if not wakes:
+        return ShardVisit(None, written, expiries)
+    need = min(wakes.values())
+    if (
+        timer is None
+        or timer <= watermark
+        or timer > need
+        or pace is None
+        or timer - watermark <= pace
+    ):
+        timer = need
+    return ShardVisit(Shard(wakes, watermark, timer), written, expiries)
