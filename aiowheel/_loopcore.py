@@ -21,8 +21,8 @@ wheel's next bucket, a tick before it expires (every deadline in that bucket is 
 
 This module is the specification of that hot path; ``aiowheel/_cloopcore.pyx`` is its compiled
 twin (the extension ``aiowheel._cloopcore``), and :mod:`aiowheel._impl` declares the two. A loop
-is made with either (``core=`` of the loop classes), and the loop's tests run on both in one
-process.
+is made with either (``implementation=`` of the loop classes), and the loop's tests run on both
+in one process.
 """
 
 from __future__ import annotations

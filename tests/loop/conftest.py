@@ -1,5 +1,5 @@
 """The wheel-backed event loop's tests (:mod:`aiowheel.loop`), one concept per module, on both
-implementations of the loop core (a loop made without ``core=`` holds the one the
+implementations of the loop core (a loop made without ``implementation=`` holds the one the
 ``implementation`` fixture names).
 
 The timer contract is tested on both variants: the selector loop in virtual time (see
