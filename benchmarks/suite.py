@@ -5,6 +5,7 @@
     python benchmarks/suite.py --scenarios churn touch --sizes 100000 --rounds 3
     python benchmarks/suite.py --huge       # memory also at 10M timers, for the wheel only
     python benchmarks/suite.py --callgrind --scenarios keepalive   # instructions per cycle
+    python benchmarks/suite.py --scenarios keepalive --variants asyncio   # names containing it
 
 Eight scenarios (benchmarks/_scenarios.py says exactly what each measures): lifecycle, churn,
 idle touch, memory, lateness, idle wake-ups, the floor and keepalive (idle connections at
@@ -14,18 +15,18 @@ and compiled wheels are chosen per child with ``AIOWHEEL_NO_EXTENSIONS``. With `
 the variants alternate R times and the tables show medians.
 
 Prints one markdown table per scenario (figures and ratios side by side), then the headline and
-issue 5's targets, and writes ``results.md``, ``results.json`` and PNG plots (matplotlib, the
-``spark`` extra) to ``--out``: by default ``benchmarks/results`` for a full run; a ``--quick``
-run, or one narrowed with ``--scenarios`` or ``--sizes``, writes only where ``--out`` says, so
-it never replaces the full results. Progress goes to stderr.
+the targets of issues 5 and 30, and writes ``results.md``, ``results.json`` and PNG plots
+(matplotlib, the ``spark`` extra) to ``--out``: by default ``benchmarks/results`` for a full
+run; a ``--quick`` run, or one narrowed with ``--scenarios``, ``--sizes`` or ``--variants``,
+writes only where ``--out`` says, so it never replaces the full results. Progress goes to stderr.
 
 The machine may be shared and noisy: compare ratios within one run, not absolute figures across
 runs. Nothing here passes or fails on speed; the exit status is 1 only if a measurement failed.
 
 ``--callgrind`` counts CPU instructions instead, for the scenarios that time a count of
 operations after an untimed set-up (churn, touch, keepalive): each variant's child runs under
-valgrind's callgrind with ``ops`` and with ``2 ops`` operations (by default N = 100k and 10k
-operations; with ``--quick`` N = 2k and 1k), and the difference over ``ops`` is the
+valgrind's callgrind with ``ops`` and with ``2 ops`` operations (by default N = 20k and 5k
+operations; with ``--quick`` N = 2k and 500), and the difference over ``ops`` is the
 instructions per operation (benchmarks/_callgrind.py, as ``bench_loop.py --callgrind``) -- the
 same count on a loaded machine as on an idle one. It prints the scenarios' tables only, and
 writes ``callgrind.json`` where ``--out`` says.
@@ -48,6 +49,7 @@ from pathlib import Path
 
 from _callgrind import per_operation
 from _report import (
+    TARGETS_TITLE,
     CaseResult,
     Results,
     headline_table,
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         if not scenarios:
             countable = ", ".join(s.name for s in SCENARIOS if s.countable)
             parser.error(f"--callgrind counts the instructions of {countable} only")
-    narrowed = args.quick or args.scenarios or args.sizes or args.callgrind
+    narrowed = args.quick or args.scenarios or args.sizes or args.variants or args.callgrind
     out: Path | None = args.out if args.out is not None else None if narrowed else RESULTS
     given = sys.argv[1:] if argv is None else argv
     results = Results(" ".join(["python benchmarks/suite.py", *given]), _environment(), {})
@@ -123,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         for case in scenario.cases(scenario, settings):
             variants = []
             for variant in case.variants:
+                if args.variants and not any(part in variant.name for part in args.variants):
+                    continue
                 why = _why_missing(variant)
                 if why is None:
                     variants.append(variant)
@@ -158,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         _progress(started, "done")
         return _exit_status(results)
     print(f"\n## Headline\n\n{headline_table(results)}")
-    print(f"\n## Targets (issue 5)\n\n{targets_table(results)}", flush=True)
+    print(f"\n## {TARGETS_TITLE}\n\n{targets_table(results)}", flush=True)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         plots = plot(results, out)
@@ -189,6 +193,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=SCENARIO_NAMES,
         metavar="NAME",
         help=f"run only these, of: {', '.join(SCENARIO_NAMES)}",
+    )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        metavar="TEXT",
+        help="run only the variants whose name contains one of these (e.g. 'uvloop+wheel')",
     )
     parser.add_argument("--rounds", type=int, default=1, help="rounds per case (medians shown)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the random delays and keys")
