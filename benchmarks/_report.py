@@ -571,6 +571,10 @@ _COLORS = (
 )
 
 
+# Bars have no line style: the pure wheel's are hatched //, the compiled one's dotted.
+_HATCHES = {"-": "", "--": "//", ":": ".."}
+
+
 def _style(variant: str) -> dict[str, Any]:
     """Colour by event loop (or by what is stored), line style by implementation: the loop's
     own solid, the pure wheel dashed, the compiled one dotted."""
@@ -619,20 +623,32 @@ def plot(results: Results, out: Path) -> list[str]:
         figure.savefig(out / PLOTS["memory"], dpi=110)
         plt.close(figure)
         written.append(PLOTS["memory"])
-    if "keepalive" in results.scenarios:
-        figure, panels = plt.subplots(1, 3, figsize=(16, 5))
-        cases = results.scenarios["keepalive"]
-        for axes, key, scale, title, ylabel in (
-            (panels[0], "rss_peak", 1.0, "Peak RSS per connection", "bytes"),
-            (panels[1], "heap", 1.0, "Heap per connection (tracemalloc)", "bytes"),
-            (panels[2], "cpu", 1e6, "CPU per keepalive cycle", "µs"),
+    keepalive = results.case("keepalive", "largest")
+    if keepalive is not None and keepalive.rows:
+        # Bars at the largest N (the scale the scenario is about), one per variant.
+        figure, panels = plt.subplots(1, 3, figsize=(16, 5.5), sharey=True)
+        variants = list(keepalive.rows)
+        for axes, key, scale, title in (
+            (panels[0], "rss_peak", 1.0, "Peak RSS per connection (bytes)"),
+            (panels[1], "heap", 1.0, "Heap per connection, tracemalloc (bytes)"),
+            (panels[2], "cpu", 1e6, "CPU per keepalive cycle (µs)"),
         ):
-            _lines(axes, cases, key, scale)
-            axes.set(title=title, xlabel="N connections", ylabel=ylabel, xscale="log")
-            axes.grid(True, which="both", alpha=0.3)
-        panels[2].set_yscale("log")
-        panels[0].legend(fontsize=7)
-        figure.suptitle("Idle connections: a keepalive ping and an idle timeout each")
+            for index, variant in enumerate(variants):
+                style = _style(variant)
+                value = keepalive.rows[variant].get(key)
+                axes.barh(
+                    index,
+                    0.0 if value is None else value * scale,
+                    color=style["color"],
+                    hatch=_HATCHES[style["linestyle"]],
+                )
+            axes.set_title(title, fontsize=10)
+            axes.grid(True, axis="x", alpha=0.3)
+        panels[0].set_yticks(range(len(variants)), variants, fontsize=8)
+        panels[0].invert_yaxis()
+        figure.suptitle(
+            f"{keepalive.label} idle connections: a keepalive ping and an idle timeout each"
+        )
         figure.tight_layout()
         figure.savefig(out / PLOTS["keepalive"], dpi=110)
         plt.close(figure)
@@ -654,7 +670,7 @@ def plot(results: Results, out: Path) -> list[str]:
                 width,
                 color=style["color"],
                 label=variant,
-                hatch={"-": "", "--": "//", ":": ".."}[style["linestyle"]],
+                hatch=_HATCHES[style["linestyle"]],
             )
         axes.set_xticks([x + 0.4 - width / 2 for x in range(3)], ["p50", "p99", "max"])
         axes.set(title=f"Lateness in a burst of {burst.label.split()[0]} timers", ylabel="ms")
