@@ -74,7 +74,10 @@ class Results:
 def figure_text(value: float | None, metric: Metric) -> str:
     if value is None:
         return "—"
-    return f"{value * metric.scale:,.{metric.digits}f}"
+    shown = value * metric.scale
+    if round(shown, metric.digits) == 0:
+        shown = 0.0  # not "-0": a figure within rounding of zero (freed at once) is zero
+    return f"{shown:,.{metric.digits}f}"
 
 
 def ratio(value: float | None, base: float | None) -> float | None:
