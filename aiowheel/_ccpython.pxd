@@ -157,6 +157,7 @@ cdef extern from *:
     typedef struct {
         PyTypeObject *type;
         destructor gc_dealloc;
+        void (*release)(PyObject *);
         Py_ssize_t offsets[AW_MAX_FIELDS];
         int count;
     } aw_untracked_type;
@@ -175,6 +176,7 @@ cdef extern from *:
         if (type->tp_weaklistoffset && *(PyObject **)((char *)o + type->tp_weaklistoffset)) {
             PyObject_ClearWeakRefs(o);
         }
+        if (record->release) record->release(o);
         for (i = 0; i < record->count; i++) {
             Py_CLEAR(*(PyObject **)((char *)o + record->offsets[i]));
         }
@@ -183,9 +185,11 @@ cdef extern from *:
     }
 
     /* Clear Py_TPFLAGS_HAVE_GC of `type`, before any instance exists: instances are then
-       allocated without a GC header and freed by aw_untracked_dealloc, which clears the
-       object fields at `offsets`. */
-    static inline int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) {
+       allocated without a GC header and freed by aw_untracked_dealloc, which calls `release`
+       (if not NULL: what the type's Cython deallocators would do besides clearing fields; it
+       must keep a raised exception) and clears the object fields at `offsets`. */
+    static inline int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count,
+                                 void (*release)(PyObject *)) {
         aw_untracked_type *record;
         int i;
         if (count > AW_MAX_FIELDS || aw_untracked_type_count >= AW_MAX_TYPES) {
@@ -196,6 +200,7 @@ cdef extern from *:
         record->type = type;
         for (i = 0; i < count; i++) record->offsets[i] = offsets[i];
         record->count = count;
+        record->release = release;
         record->gc_dealloc = type->tp_dealloc;
         type->tp_dealloc = aw_untracked_dealloc;
         type->tp_free = PyObject_Free;
@@ -204,8 +209,9 @@ cdef extern from *:
         return 0;
     }
     #else
-    static inline int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) {
-        (void)type; (void)offsets; (void)count;
+    static inline int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count,
+                                 void (*release)(PyObject *)) {
+        (void)type; (void)offsets; (void)count; (void)release;
         return 0;
     }
     #endif
@@ -285,7 +291,9 @@ cdef extern from *:
     int aw_function_flags(PyObject *obj)
     PyObject *aw_method_function(object obj)
     object aw_lookup_method(object obj, object name, int *unbound)
-    int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) except -1
+    int aw_drop_gc(
+        PyTypeObject *type, Py_ssize_t *offsets, int count, void (*release)(object) noexcept
+    ) except -1
     const bint AW_HAVE_C_MONOTONIC
     int aw_monotonic(double *now) except -1
     int CO_COROUTINE

@@ -75,8 +75,9 @@ entry's bucket emptied, as ``remove_entry`` does) and reads ``deadline`` and ``p
 """
 
 cimport cython
-from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
-from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
+from cpython.exc cimport PyErr_Fetch, PyErr_Restore
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact, PyLong_FromDouble
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact, PyFloat_FromDouble
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
@@ -314,7 +315,7 @@ cdef class HierarchicalWheel:
         self._ready()
         if _pending(filed):
             raise already_pending(entry)
-        _to_ticks(_get(filed, _OFF_DEADLINE, "deadline"), self.tick, &self._tick, True, &ticks)
+        _entry_ticks(filed, self.tick, &self._tick, &ticks)
         filed._ticks = ticks
         filed._seq = self._seq
         self._seq += 1
@@ -631,7 +632,7 @@ cdef class HierarchicalWheel:
     @cython.final
     cdef int _check_entry(self, Entry entry) except -1:
         cdef int64_t q
-        _to_ticks(_get(entry, _OFF_DEADLINE, "deadline"), self.tick, &self._tick, True, &q)
+        _entry_ticks(entry, self.tick, &self._tick, &q)
         if entry._ticks != q:
             raise AssertionError(f"{entry!r} is filed at tick {entry._ticks}, its tick is {q}")
         if not 0 <= entry._seq < self._seq:
@@ -660,7 +661,9 @@ cdef class HierarchicalWheel:
             if level.expirations[slot] != expiration:
                 self._push(expiration, level.index, slot)
                 level.expirations[slot] = expiration
-        entry._index = PyList_GET_SIZE(bucket)
+        if PyList_GET_SIZE(bucket) >= _MAX_BUCKET:
+            raise OverflowError(f"a bucket of the wheel holds at most {_MAX_BUCKET} entries")
+        entry._index = <int>PyList_GET_SIZE(bucket)
         bucket.append(entry)
         _set(entry, _OFF_BUCKET, bucket)
         return 0
