@@ -176,7 +176,13 @@ cdef extern from *:
         if (type->tp_weaklistoffset && *(PyObject **)((char *)o + type->tp_weaklistoffset)) {
             PyObject_ClearWeakRefs(o);
         }
-        if (record->release) record->release(o);
+        if (record->release) {
+            /* Resurrected while `release` runs, as CPython's own deallocators do around a
+               finaliser: a reference it takes and drops must not free the object twice. */
+            Py_SET_REFCNT(o, 1);
+            record->release(o);
+            Py_SET_REFCNT(o, 0);
+        }
         for (i = 0; i < record->count; i++) {
             Py_CLEAR(*(PyObject **)((char *)o + record->offsets[i]));
         }

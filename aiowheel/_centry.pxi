@@ -228,7 +228,7 @@ cdef void _forget_deadline(object entry) noexcept:
 
 cdef int _raise_unset(object entry, str name) except -1:
     """Raise the AttributeError reading the deleted field ``name`` of ``entry`` raises."""
-    if not AW_CPYTHON_FALLBACK:
+    if not AW_CPYTHON_FALLBACK and name != "deadline":  # the deadline is a property: ours
         getattr(entry, name)  # the member descriptor's own error
     raise AttributeError(
         f"'{Py_TYPE(entry).tp_name.decode()}' object has no attribute '{name}'"

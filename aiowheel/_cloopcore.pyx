@@ -442,9 +442,10 @@ cdef class LoopCore:
         self.fired = 0
         self.driver_wakeups = 0
 
+    # The scheduling order the next timer gets: the wheel's next add order (no docstring: the
+    # pure twin's is a plain attribute).
     @property
     def order(self):
-        """The scheduling order the next timer gets (the wheel's next add order)."""
         return _next_add_order(self.wheel)
 
     cdef LoopTimerHandle _schedule(
