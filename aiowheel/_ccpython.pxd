@@ -255,28 +255,22 @@ cdef extern from *:
     }
     #endif
 
-    /* -- 7. how a method resolves on an object (the loop core) ---------------------------------
-       Relies on: CPython's private _PyObject_GetMethod (declared in cpython/object.h on 3.11
-       and 3.12, in the internal headers on 3.13, exported on each): obj.name looked up as the
-       interpreter's method calls look it up, without making a bound method.
-       Buys: the loop core tells, for every timer, whether loop.time is still its class's own
-       method (no test patched it) and only then reads the clock the fast way.
-       Checked: 3.11, 3.12, 3.13. Fallback (and from 3.14 on): the attribute itself, bound
-       (getattr), which the core compares with the bound method it kept. */
-    #if !AW_CPYTHON_FALLBACK && PY_VERSION_HEX < 0x030E0000
-    #if PY_VERSION_HEX >= 0x030D0000
-    PyAPI_FUNC(int) _PyObject_GetMethod(PyObject *obj, PyObject *name, PyObject **method);
-    #endif
-    static inline PyObject *aw_lookup_method(PyObject *obj, PyObject *name, int *unbound) {
-        PyObject *method = NULL;
-        *unbound = _PyObject_GetMethod(obj, name, &method);
-        return method;
+    /* -- 7. a type's version tag (the loop core) ----------------------------------------------
+       Relies on: PyTypeObject.tp_version_tag, the tag of the interpreter's method cache: nonzero
+       while valid, and given a new value (or 0) whenever an attribute of the type or of one of
+       its bases is set or deleted (PyType_Modified, which setattr on a class calls).
+       Buys: the loop core tells, for every timer, that no test patched ``time`` on the loop's
+       class or a base (mock.patch.object(asyncio.BaseEventLoop, "time")) with one comparison,
+       and reads the clock the fast way; a patch on the loop itself goes through the loop
+       classes' ClockWatch, which tells the core.
+       Checked: 3.11, 3.12, 3.13, 3.14. Fallback: 0 ("no valid tag"), so that the core looks
+       loop.time up for every timer, as asyncio's loops do. */
+    #if !AW_CPYTHON_FALLBACK
+    static inline unsigned int aw_type_version(PyObject *obj) {
+        return Py_TYPE(obj)->tp_version_tag;
     }
     #else
-    static inline PyObject *aw_lookup_method(PyObject *obj, PyObject *name, int *unbound) {
-        *unbound = 0;
-        return PyObject_GetAttr(obj, name);
-    }
+    static inline unsigned int aw_type_version(PyObject *obj) { (void)obj; return 0; }
     #endif
     """
     # True in the fallback build (see the top of this file).
@@ -296,7 +290,7 @@ cdef extern from *:
     const char *aw_type_name(void *obj)
     int aw_function_flags(PyObject *obj)
     PyObject *aw_method_function(object obj)
-    object aw_lookup_method(object obj, object name, int *unbound)
+    unsigned int aw_type_version(object obj)
     int aw_drop_gc(
         PyTypeObject *type, Py_ssize_t *offsets, int count, void (*release)(object) noexcept
     ) except -1

@@ -55,10 +55,16 @@ cdef class LoopCore:
     cdef readonly object check_in_debug
     cdef readonly object call_on_base
     cdef readonly object clock
-    # loop.time when the core was made (bound), and what the interpreter's method lookup found
-    # for it then (its class's function; None in the fallback build): see _now.
+    # loop.time when the core was made (bound): see _now.
     cdef readonly object loop_time
-    cdef object _time_method
+    # True while loop.time was last found to be loop_time and nothing may have changed it since:
+    # no write of `time` on the loop (its class's ClockWatch clears it) and the loop's class
+    # still has _clock_version as its version tag (see _ccpython.pxd, trick 7). Never true if
+    # the loop's class has no ClockWatch of this part, or in the fallback build.
+    cdef readonly bint _clock_trusted
+    cdef unsigned int _clock_version
+    # Whether the loop's class mixes in this part's ClockWatch.
+    cdef bint _watched
     cdef readonly HierarchicalWheel wheel
     # A heap of (deadline, order, handle): see the pure twin. The orders are the wheel's add
     # orders (a near timer takes one without being filed, _take_add_order), so that a timer
@@ -95,6 +101,7 @@ cdef class LoopCore:
     )
     cdef object _current_snapshot(self)
     cdef object _now(self, object loop)
+    cdef object _now_looked_up(self, object loop)
     cdef int _forget(self, LoopTimerHandle handle) except -1
     cdef int _rearm(self) except -1
     cdef double _next_due(self) except? -1.0

@@ -7,7 +7,7 @@ from typing import Any, SupportsFloat, SupportsIndex
 
 from aiowheel._cwheel import Entry, HierarchicalWheel
 
-__all__ = ["LoopCore", "LoopTimerHandle"]
+__all__ = ["ClockWatch", "LoopCore", "LoopTimerHandle"]
 
 CPYTHON_FALLBACK: bool
 
@@ -17,6 +17,8 @@ class LoopTimerHandle(Entry[Callable[..., object]]):
     def cancel(self) -> None: ...
     def cancelled(self) -> bool: ...
     def get_context(self) -> Context: ...
+
+class ClockWatch: ...
 
 class LoopCore:
     loop: Any

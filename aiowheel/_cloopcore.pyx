@@ -57,7 +57,7 @@ from aiowheel._ccpython cimport (
     aw_context_vars,
     aw_current_context,
     aw_drop_gc,
-    aw_lookup_method,
+    aw_type_version,
 )
 from aiowheel._cwheel cimport (
     _EMPTIED,
@@ -95,7 +95,7 @@ from aiowheel._checks import (
     not_copyable,
 )
 
-__all__ = ["LoopCore", "LoopTimerHandle"]
+__all__ = ["ClockWatch", "LoopCore", "LoopTimerHandle"]
 
 #: True if this part was built with AIOWHEEL_CPYTHON_FALLBACK=1 (see _ccpython.pxd).
 CPYTHON_FALLBACK = bool(AW_CPYTHON_FALLBACK)
@@ -370,6 +370,49 @@ cdef int _drop_gc() except -1:
 _drop_gc()
 
 
+cdef extern from "Python.h":
+    # PyObject_GenericSetAttr, with NULL for a deletion.
+    int _generic_setattr "PyObject_GenericSetAttr" (
+        object obj, object name, PyObject *value
+    ) except -1
+
+
+cdef class ClockWatch:
+    """A base of the wheel-backed loop classes: it lets the loop core know when ``time`` is set
+    or deleted on the loop (a test patching the loop's clock, as ``mock.patch.object(loop,
+    "time")`` and pytest's ``monkeypatch.setattr`` do), so that the core can read the clock
+    without looking ``loop.time`` up for every timer while nobody did. A patch on the loop's
+    class or one of its bases is seen without it. ``time`` written into the loop's ``__dict__``
+    directly is not seen by the compiled core once it trusts the clock.
+
+    This pure twin's core looks ``loop.time`` up for every timer, as asyncio's loops do, so it
+    needs to be told nothing: this class adds no behaviour.
+    """
+
+    # The compiled twin: attributes are set and deleted as object's own __setattr__ and
+    # __delattr__ do (the loop classes' bases define neither), and a write of `time` makes the
+    # loop's compiled core look loop.time up again (LoopCore._now).
+
+    def __setattr__(self, name, value):
+        _generic_setattr(self, name, <PyObject *>value)
+        if name == "time":
+            _clock_written(self)
+
+    def __delattr__(self, name):
+        _generic_setattr(self, name, NULL)
+        if name == "time":
+            _clock_written(self)
+
+
+cdef int _clock_written(object loop) except -1:
+    """`time` was set or deleted on ``loop``: its compiled core, if it has one, stops trusting
+    its clock until it has looked loop.time up again."""
+    core = getattr(loop, "_core", None)
+    if type(core) is LoopCore:
+        (<LoopCore>core)._clock_trusted = False
+    return 0
+
+
 cdef class LoopCore:
     """The wheel of one wheel-backed loop, its queue of imminent timers, and their bookkeeping.
 
@@ -413,13 +456,10 @@ cdef class LoopCore:
         self.arm = arm
         self.check_in_debug = check_in_debug
         self.call_on_base = call_on_base
-        cdef int unbound
-        # loop.time as the loop's class defines it, and what it resolves to (see the pure twin
-        # and _now).
+        # loop.time as the loop's class defines it (see _now).
         self.loop_time = loop.time
-        self._time_method = aw_lookup_method(loop, "time", &unbound)
-        if not unbound:
-            self._time_method = None  # the fallback build: compared with loop_time instead
+        self._watched = isinstance(loop, ClockWatch)
+        self._clock_trusted = False  # until the first timer finds loop.time unpatched
         uses_monotonic = getattr(loop.time, "__func__", None) is _asyncio.BaseEventLoop.time
         self.clock = _time.monotonic if uses_monotonic else loop.time
         self.wheel = wheel
@@ -630,7 +670,8 @@ cdef class LoopCore:
         self.driver_when = math.inf
         self._snapshot = None
         self.loop = self.arm = self.check_in_debug = self.call_on_base = None
-        self.loop_time = self.clock = self._time_method = None
+        self.loop_time = self.clock = None
+        self._clock_trusted = False
         near = self.near
         self.near = []
         for item in near:
@@ -639,18 +680,28 @@ cdef class LoopCore:
             _release(<LoopTimerHandle>entry)
 
     cdef object _now(self, object loop):
-        """loop.time() as the loop's user sees it: through ``clock`` while loop.time resolves to
-        the method the loop's class had when the core was made, else by calling it (a test
-        patched it on the loop or its class), as asyncio's loops call self.time()."""
-        cdef int unbound
-        method = aw_lookup_method(loop, "time", &unbound)
-        if unbound:
-            if method is self._time_method:
-                return self.clock()
-            return method(loop)
-        if method == self.loop_time:  # the fallback build: the bound method, unpatched
+        """loop.time() as the loop's user sees it: through ``clock`` while nothing can have
+        patched loop.time since it was last found unpatched (one comparison: see
+        _clock_trusted), else as :meth:`_now_looked_up` finds it."""
+        if self._clock_trusted and aw_type_version(loop) == self._clock_version:
             return self.clock()
-        return method()
+        return self._now_looked_up(loop)
+
+    cdef object _now_looked_up(self, object loop):
+        """loop.time() looked up as asyncio's loops call self.time(): through ``clock`` if it is
+        the method the loop's class had when the core was made (and from then on without a
+        lookup, until the loop's ClockWatch or its class's version tag says it may have changed),
+        else by calling what a test put there."""
+        time = loop.time
+        if time != self.loop_time:
+            self._clock_trusted = False
+            return time()
+        if self._watched:
+            version = aw_type_version(loop)
+            if version != 0:
+                self._clock_version = version
+                self._clock_trusted = True
+        return self.clock()
 
     def call_later(self, delay, callback, *args, context=None):
         """asyncio's ``call_later``: on the wheel if ``delay >= min_delay``, in the near queue if

@@ -50,6 +50,7 @@ __all__ = [
     "PURE",
     "SELECTED",
     "TWINS",
+    "ClockWatch",
     "Entry",
     "HierarchicalWheel",
     "Implementation",
@@ -76,7 +77,7 @@ TWINS: Final = (
         "loop",
         "aiowheel._loopcore",
         "aiowheel._cloopcore",
-        ("LoopCore", "LoopTimerHandle"),
+        ("ClockWatch", "LoopCore", "LoopTimerHandle"),
     ),
     ("idle", "aiowheel._idlecore", "aiowheel._cidlecore", ("IdleCore",)),
 )
@@ -212,7 +213,7 @@ if TYPE_CHECKING:
 # The selected implementation's names, for the layers above (type checkers see the pure classes; the
 # compiled parts' stubs, aiowheel/_cwheel.pyi and the others, declare the same API).
 if TYPE_CHECKING:
-    from aiowheel._loopcore import LoopTimerHandle
+    from aiowheel._loopcore import ClockWatch, LoopTimerHandle
     from aiowheel._timercore import TimerCore, TimerHandle
     from aiowheel._wheel import Entry, HierarchicalWheel, ceil_ticks, floor_ticks
 else:
@@ -223,3 +224,4 @@ else:
     TimerCore = SELECTED.timer.TimerCore
     TimerHandle = SELECTED.timer.TimerHandle
     LoopTimerHandle = SELECTED.loop.LoopTimerHandle
+    ClockWatch = SELECTED.loop.ClockWatch

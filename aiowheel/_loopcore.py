@@ -51,7 +51,7 @@ from aiowheel._wheel import Entry, HierarchicalWheel
 if TYPE_CHECKING:
     from typing import SupportsFloat, SupportsIndex
 
-__all__ = ["LoopCore", "LoopTimerHandle"]
+__all__ = ["ClockWatch", "LoopCore", "LoopTimerHandle"]
 
 _Ts = TypeVarTuple("_Ts")
 
@@ -229,6 +229,21 @@ def _release(timer: LoopTimerHandle) -> None:
     loop alive."""
     timer._callback = timer._args = timer._context = timer._loop = None
     timer._core = None
+
+
+class ClockWatch:
+    """A base of the wheel-backed loop classes: it lets the loop core know when ``time`` is set
+    or deleted on the loop (a test patching the loop's clock, as ``mock.patch.object(loop,
+    "time")`` and pytest's ``monkeypatch.setattr`` do), so that the core can read the clock
+    without looking ``loop.time`` up for every timer while nobody did. A patch on the loop's
+    class or one of its bases is seen without it. ``time`` written into the loop's ``__dict__``
+    directly is not seen by the compiled core once it trusts the clock.
+
+    This pure twin's core looks ``loop.time`` up for every timer, as asyncio's loops do, so it
+    needs to be told nothing: this class adds no behaviour.
+    """
+
+    __slots__ = ()
 
 
 class LoopCore:

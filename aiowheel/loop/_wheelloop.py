@@ -23,7 +23,7 @@ from typing import Any, Literal, SupportsFloat, SupportsIndex
 from aiowheel._checks import MAX_WHEEL_SIZE, check_count, check_length
 from aiowheel._contract import LoopCore
 from aiowheel._defaults import DEFAULT_TICK, DEFAULT_WHEEL_SIZE
-from aiowheel._impl import HierarchicalWheel, LoopTimerHandle, implementation_named
+from aiowheel._impl import ClockWatch, HierarchicalWheel, LoopTimerHandle, implementation_named
 
 __all__ = ["FAR_DELAY", "LoopTimerHandle", "WheelLoop", "WheelStats", "resolve_min_delay"]
 
@@ -78,7 +78,7 @@ def resolve_min_delay(min_delay: SupportsFloat | None, tick: float) -> float:
     return float(check_length(min_delay, "min_delay", zero_ok=True, optional=True))
 
 
-class WheelLoop(asyncio.AbstractEventLoop):
+class WheelLoop(asyncio.AbstractEventLoop, ClockWatch):
     """What every wheel-backed loop adds to its base loop; not instantiated on its own.
 
     A concrete class puts this first in its bases, before the base loop, declares
@@ -91,7 +91,9 @@ class WheelLoop(asyncio.AbstractEventLoop):
     compiled one if built, or the one ``implementation`` names), which the loop holds: it hands
     the core the hooks it needs when it makes it, and its ``call_later`` / ``call_at`` are the
     core's, bound on the loop instance (for the compiled core, no Python frame runs for a
-    timer).
+    timer). ``ClockWatch``, the selected implementation's, tells the core when ``time`` is set
+    or deleted on the loop (a test patching its clock), so that the compiled core reads the
+    clock as the loop's user sees it without looking ``loop.time`` up for every timer.
     """
 
     # The wheel's timers: the wheel, their handles and their bookkeeping.

@@ -63,6 +63,56 @@ def _patched_clock(make: Make) -> object:
         loop.close()
 
 
+def _clock_class(loop: asyncio.AbstractEventLoop) -> type:
+    """A class above the loop's own that a test can patch ``time`` on: asyncio's base loop, or
+    uvloop's Python-level ``uvloop.Loop``."""
+    if isinstance(loop, asyncio.BaseEventLoop):
+        return asyncio.BaseEventLoop
+    import uvloop
+
+    return uvloop.Loop
+
+
+def _clock_patched_every_way(make: Make) -> object:
+    """The clock patched after timers were made (the compiled core then reads it without a
+    lookup), in every way a test patches it -- on the loop with mock and by hand, on the loop's
+    class, on a class above it -- and each patch undone: a timer made while a patch is in place
+    is 10 s after the patched clock; one made after it is undone is on the real clock again."""
+    loop = make()
+    observed: list[object] = []
+    try:
+
+        def timer_after_patch() -> float:
+            handle = loop.call_later(10, noop)
+            handle.cancel()
+            return round(handle.when() - loop.time(), 6)
+
+        def timer_on_real_clock(patched: float) -> bool:
+            handle = loop.call_later(10, noop)
+            handle.cancel()
+            return handle.when() < patched
+
+        for _ in range(3):  # timers on the real clock first
+            loop.call_later(10, noop).cancel()
+        patched = loop.time() + 1000
+        with mock.patch.object(loop, "time", return_value=patched):
+            observed.append(("mock on the loop", timer_after_patch()))
+        observed.append(("undone", timer_on_real_clock(patched)))
+        loop.time = lambda: patched  # type: ignore[method-assign]
+        observed.append(("set on the loop", timer_after_patch()))
+        del loop.time
+        observed.append(("deleted", timer_on_real_clock(patched)))
+        with mock.patch.object(type(loop), "time", lambda self: patched):
+            observed.append(("the loop's class", timer_after_patch()))
+        observed.append(("undone", timer_on_real_clock(patched)))
+        with mock.patch.object(_clock_class(loop), "time", lambda self: patched):
+            observed.append(("a class above", timer_after_patch()))
+        observed.append(("undone", timer_on_real_clock(patched)))
+        return observed
+    finally:
+        loop.close()
+
+
 def _kept_handles(make: Make) -> object:
     """An exception handler keeps context["handle"] of the failing timers (error reporters do):
     once closed, the loop is still freed."""
@@ -194,6 +244,23 @@ HAS_GET_CONTEXT = hasattr(asyncio.Handle, "get_context")  # Python 3.12+
 
 LOOP_FAULTS = [
     LoopFault("a clock patched by a test", _patched_clock, ((10.0, 10.0), []), asyncios_too=True),
+    # uvloop's own timers read its C clock, whatever is patched: the wheel loop on either base
+    # does as asyncio's does (docs/loop.md).
+    LoopFault(
+        "a clock patched every way, and undone",
+        _clock_patched_every_way,
+        [
+            ("mock on the loop", 10.0),
+            ("undone", True),
+            ("set on the loop", 10.0),
+            ("deleted", True),
+            ("the loop's class", 10.0),
+            ("undone", True),
+            ("a class above", 10.0),
+            ("undone", True),
+        ],
+        asyncios_too=True,
+    ),
     LoopFault("handles kept by the exception handler", _kept_handles),
     LoopFault("a closed loop freed by reference counting", _freed_by_reference_counting),
     # The compiled core's handles are not tracked by the cyclic collector (the price of tracking
@@ -233,6 +300,56 @@ def test_loop_fault(base: str, row: LoopFault, implementation: str) -> None:
     assert observed == row.expected
     if base == "asyncio" and row.asyncios_too:
         assert row.scenario(reference) == row.expected
+
+
+@pytest.mark.parametrize("base", ["asyncio", "uvloop"])
+def test_the_compiled_core_trusts_its_clock_until_time_is_written(
+    base: str, implementation: str
+) -> None:
+    """The compiled core reads the clock without looking loop.time up while nothing can have
+    patched it (no cost per timer: docs/loop.md), stops at any write of ``time`` on the loop or
+    its classes, and trusts it again once a timer finds the patch undone."""
+    if implementation != "compiled" or CPYTHON_FALLBACK:
+        pytest.skip("the compiled core's fast path; the pure core and the fallback build look up")
+    loop = _makers(base)[1]()
+    try:
+        core: Any = loop._core  # type: ignore[attr-defined]
+        trusted: list[bool] = []
+
+        def timer() -> None:
+            loop.call_later(10, noop).cancel()
+            trusted.append(core._clock_trusted)
+
+        timer()
+        with mock.patch.object(loop, "time", return_value=0.0):
+            trusted.append(core._clock_trusted)
+            timer()
+        timer()
+        with mock.patch.object(type(loop), "time", lambda self: 0.0):
+            timer()
+        timer()
+        assert trusted == [True, False, False, True, False, True]
+    finally:
+        loop.close()
+
+
+def test_object_setattr_on_a_wheel_loop() -> None:
+    """The compiled ClockWatch is a C-level ``__setattr__`` (it tells the core when ``time`` is
+    written): ``setattr`` works on every attribute, and ``object.__setattr__(loop, ...)`` is
+    refused as for any type with its own (docs/loop.md); on the pure build it is allowed."""
+    from aiowheel.loop._wheelloop import ClockWatch
+
+    loop = new_event_loop()
+    try:
+        loop.anything = 1  # type: ignore[attr-defined]
+        del loop.anything  # type: ignore[attr-defined]
+        if ClockWatch.__module__ == "aiowheel._cloopcore":  # the loop classes' own, at import
+            with pytest.raises(TypeError, match="can't apply this __setattr__"):
+                object.__setattr__(loop, "anything", 1)
+        else:
+            object.__setattr__(loop, "anything", 1)
+    finally:
+        loop.close()
 
 
 @pytest.mark.parametrize("min_delay_ticks", [0, 0.25, 0.5, 0.99, 1, 4])
