@@ -38,9 +38,8 @@ cdef extern from *:
 
     /* -- 1. member descriptors (the wheel's Entry) ---------------------------------------------
        Relies on: adding to the tp_dict of a ready static type, then PyType_Modified.
-       Buys: Entry's deadline, payload and _bucket are member descriptors, as slots are, which
-       CPython's attribute specialisation reads at slot speed in Python subclasses (the Timer's
-       Job). Checked: 3.11, 3.12, 3.13. Fallback: Entry's Cython properties, which behave the
+       Buys: Entry's payload and _bucket are member descriptors, as slots are, which CPython's
+       attribute specialisation reads at slot speed in Python subclasses. Checked: 3.11, 3.12, 3.13. Fallback: Entry's Cython properties, which behave the
        same (_centry.pxi). */
     #if !AW_CPYTHON_FALLBACK
     static inline int aw_add_member(PyTypeObject *type, PyMemberDef *def) {

@@ -21,6 +21,13 @@ when(), cancel(), cancelled(), get_context(), ordering, hashing, the same repr, 
 fields and _run() asyncio's loop uses (_cancelled, _callback, _args, _context, _loop,
 _source_traceback, _repr, _when).
 
+A pending timer is the handle alone, 96 bytes (its layout, word by word, is in
+``_cloopcore.pxd``): the deadline is a C double in the entry, a lone argument is kept without a
+tuple, the flags share the entry's index word, the scheduling order is the wheel's add order,
+and asyncio's fields are properties over these. What few handles need -- a debug-mode
+traceback and kept repr, a ``when`` that is not the float deadline -- is in an ``_Extras``
+object made for those handles only.
+
 The handle is not tracked by the cyclic garbage collector, and its type has no GC support (see
 ``_drop_gc``, and the Timer core, which does the same for the Timer's handles): a loop with many
 pending timers is that many objects fewer for every full collection to walk. A handle holds its

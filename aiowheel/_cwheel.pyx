@@ -35,14 +35,20 @@ Only the representation differs:
 * **Bucket expirations are a C array per level and the heap a C array** of ``(expiration, level,
   slot)``, ordered like the pure wheel's tuples, with the same lazy dropping of emptied buckets
   (``bucket_expiration`` shows the same values at every step).
-* **Entry's ``deadline``, ``payload`` and ``_bucket`` are member descriptors**, like the slots of
-  the pure ``Entry`` (see ``_cwheel.pxd``); Cython's own pickling, which would read them as
-  Cython attributes, is off: both classes pickle as slotted objects do, see ``__reduce_ex__``.
+* **Entry's ``payload`` and ``_bucket`` are member descriptors**, like the slots of the pure
+  ``Entry`` (see ``_cwheel.pxd``); Cython's own pickling, which would read them as Cython
+  attributes, is off: both classes pickle as slotted objects do, see ``__reduce_ex__``.
+* **Entry's ``deadline`` is a C double** when it is a float (or an int of at most ``2**53``, kept
+  as its exact double), with no object: a pending timer is 24 bytes lighter. Any other number
+  (only ``add_entry`` and ``entry.deadline = ...`` keep one) waits in a side table, keyed by the
+  entry, released with it. ``entry.deadline`` reads back the number stored (a new float object
+  for a float), through a property; the entry's flags share a word with its 32-bit bucket index
+  (see ``Entry`` in ``_cwheel.pxd``).
 
 Two differences are deliberate, none of them in the documented API: ``tick`` and
 ``wheel_size`` are read-only (assigning them on the pure wheel corrupts it); an ``Entry`` made
-with ``Entry.__new__`` and no ``__init__`` has ``deadline`` and ``payload`` None rather than
-unset.
+with ``Entry.__new__`` and no ``__init__`` has ``deadline`` 0.0 and ``payload`` None rather
+than unset.
 
 **The parts.** This module is the wheel, the lowest of the compiled parts (see
 ``docs/how-it-works.md``, "The compiled core"): the Timer core (:mod:`aiowheel._ctimercore`),
