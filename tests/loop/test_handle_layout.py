@@ -36,9 +36,7 @@ def noop(*args: object) -> None:
 
 
 @pytest.mark.parametrize("base", BASES)
-@pytest.mark.parametrize(
-    "offset", [3600.0, 3600, Fraction(7201, 2), Decimal("3600.25")], ids=repr
-)
+@pytest.mark.parametrize("offset", [3600.0, 3600, Fraction(7201, 2), Decimal("3600.25")], ids=repr)
 def test_when_is_the_number_given_as_on_asyncio(base: str, offset: Any) -> None:
     reference = asyncio.new_event_loop()
     loop = make_loop(base)
