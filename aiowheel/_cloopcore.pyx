@@ -53,7 +53,7 @@ cimport cython
 from cpython.contextvars cimport PyContext_Copy, PyContext_CopyCurrent
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.list cimport PyList_GET_SIZE
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.math cimport INFINITY as _C_INFINITY, nextafter as _c_nextafter, round as _c_round
 
@@ -63,19 +63,17 @@ from aiowheel._ccpython cimport (
     _context_vars_readable,
     aw_context_vars,
     aw_current_context,
-    aw_drop_gc,
     aw_type_version,
 )
 from aiowheel._cwheel cimport (
     _EMPTIED,
     _NOT_PENDING,
-    _OFF_BUCKET,
     _OFF_PAYLOAD,
     Entry,
     HierarchicalWheel,
     _add_order,
     _deadline,
-    _forget_deadline,
+    _drop_entry_gc,
     _get,
     _init_entry,
     _init_entry_at,
@@ -367,11 +365,10 @@ cdef int _drop_gc() except -1:
     """Take GC support away from LoopTimerHandle (see the module docstring; a no-op in the CPython
     fallback build), telling the deallocator which fields hold references."""
     cdef LoopTimerHandle probe = LoopTimerHandle.__new__(LoopTimerHandle)
-    cdef Py_ssize_t offsets[5]
-    offsets[0], offsets[1] = _OFF_PAYLOAD, _OFF_BUCKET
-    aw_loop_handle_offsets(probe, &offsets[2])
+    cdef Py_ssize_t offsets[3]
+    aw_loop_handle_offsets(probe, offsets)
     del probe  # freed by Cython's deallocator while the type still has GC support
-    aw_drop_gc(<PyTypeObject *>LoopTimerHandle, offsets, 5, _forget_deadline)
+    _drop_entry_gc(LoopTimerHandle, offsets, 3)
     return 0
 
 _drop_gc()

@@ -42,7 +42,7 @@ cimport cython
 from cpython.contextvars cimport PyContext_Copy, PyContext_CopyCurrent
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from aiowheel._ccontext cimport _run_in
@@ -52,14 +52,12 @@ from aiowheel._ccpython cimport (
     CO_ITERABLE_COROUTINE,
     _context_vars_readable,
     aw_context_vars,
-    aw_drop_gc,
     aw_function_flags,
     aw_method_function,
 )
 from aiowheel._cwheel cimport (
     _DEADLINE_INT,
     _DEADLINE_KIND,
-    _OFF_BUCKET,
     _OFF_PAYLOAD,
     Entry,
     HierarchicalWheel,
@@ -67,7 +65,7 @@ from aiowheel._cwheel cimport (
     _deadline,
     _deadline_after,
     _deadline_double,
-    _forget_deadline,
+    _drop_entry_gc,
     _get,
     _init_entry,
     _pending,
@@ -228,11 +226,10 @@ cdef int _drop_gc() except -1:
     """Take GC support away from TimerHandle (see the module docstring; a no-op in the CPython
     fallback build), telling the deallocator which fields hold references."""
     cdef TimerHandle probe = TimerHandle.__new__(TimerHandle)
-    cdef Py_ssize_t offsets[5]
-    offsets[0], offsets[1] = _OFF_PAYLOAD, _OFF_BUCKET
-    aw_timer_handle_offsets(probe, &offsets[2])
+    cdef Py_ssize_t offsets[3]
+    aw_timer_handle_offsets(probe, offsets)
     del probe  # freed by Cython's deallocator while the type still has GC support
-    aw_drop_gc(<PyTypeObject *>TimerHandle, offsets, 5, _forget_deadline)
+    _drop_entry_gc(TimerHandle, offsets, 3)
     return 0
 
 _drop_gc()

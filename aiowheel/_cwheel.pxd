@@ -16,12 +16,12 @@ cimport cython
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact, PyFloat_FromDouble
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
-from cpython.object cimport PyObject
+from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
 from libc.math cimport isfinite
 from libc.stdint cimport int64_t
 
-from aiowheel._ccpython cimport aw_list_swap_remove
+from aiowheel._ccpython cimport aw_drop_gc, aw_list_swap_remove
 
 
 # How a tick is held, which decides the fast path of the conversions.
@@ -298,6 +298,22 @@ cdef inline int64_t _take_add_order(HierarchicalWheel wheel) noexcept:
     the wheel's entries in one sequence (the loop core's near queue)."""
     wheel._seq += 1
     return wheel._seq - 1
+
+
+cdef inline int _drop_entry_gc(type subclass, Py_ssize_t *own, int count) except -1:
+    """Take GC support away from the compiled Entry subclass ``subclass`` (trick 5 of
+    _ccpython.pxd; a no-op in the fallback build), before any instance of it exists: its
+    deallocator then releases what the entry holds (payload, _bucket, a side-table deadline)
+    and the ``count`` object fields of the subclass at the byte offsets ``own``."""
+    cdef Py_ssize_t offsets[8]
+    cdef int i
+    if count > 6:
+        raise SystemError("aiowheel: too many handle fields")
+    offsets[0], offsets[1] = _OFF_PAYLOAD, _OFF_BUCKET
+    for i in range(count):
+        offsets[2 + i] = own[i]
+    aw_drop_gc(<PyTypeObject *>subclass, offsets, count + 2, _forget_deadline)
+    return 0
 
 
 cdef inline bint _pending(Entry entry) except -1:
