@@ -38,9 +38,8 @@ cdef extern from *:
 
     /* -- 1. member descriptors (the wheel's Entry) ---------------------------------------------
        Relies on: adding to the tp_dict of a ready static type, then PyType_Modified.
-       Buys: Entry's deadline, payload and _bucket are member descriptors, as slots are, which
-       CPython's attribute specialisation reads at slot speed in Python subclasses (the Timer's
-       Job). Checked: 3.11, 3.12, 3.13. Fallback: Entry's Cython properties, which behave the
+       Buys: Entry's payload and _bucket are member descriptors, as slots are, which CPython's
+       attribute specialisation reads at slot speed in Python subclasses. Checked: 3.11, 3.12, 3.13. Fallback: Entry's Cython properties, which behave the
        same (_centry.pxi). */
     #if !AW_CPYTHON_FALLBACK
     static inline int aw_add_member(PyTypeObject *type, PyMemberDef *def) {
@@ -157,6 +156,7 @@ cdef extern from *:
     typedef struct {
         PyTypeObject *type;
         destructor gc_dealloc;
+        void (*release)(PyObject *);
         Py_ssize_t offsets[AW_MAX_FIELDS];
         int count;
     } aw_untracked_type;
@@ -175,6 +175,13 @@ cdef extern from *:
         if (type->tp_weaklistoffset && *(PyObject **)((char *)o + type->tp_weaklistoffset)) {
             PyObject_ClearWeakRefs(o);
         }
+        if (record->release) {
+            /* Resurrected while `release` runs, as CPython's own deallocators do around a
+               finaliser: a reference it takes and drops must not free the object twice. */
+            Py_SET_REFCNT(o, 1);
+            record->release(o);
+            Py_SET_REFCNT(o, 0);
+        }
         for (i = 0; i < record->count; i++) {
             Py_CLEAR(*(PyObject **)((char *)o + record->offsets[i]));
         }
@@ -183,9 +190,11 @@ cdef extern from *:
     }
 
     /* Clear Py_TPFLAGS_HAVE_GC of `type`, before any instance exists: instances are then
-       allocated without a GC header and freed by aw_untracked_dealloc, which clears the
-       object fields at `offsets`. */
-    static inline int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) {
+       allocated without a GC header and freed by aw_untracked_dealloc, which calls `release`
+       (if not NULL: what the type's Cython deallocators would do besides clearing fields; it
+       must keep a raised exception) and clears the object fields at `offsets`. */
+    static inline int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count,
+                                 void (*release)(PyObject *)) {
         aw_untracked_type *record;
         int i;
         if (count > AW_MAX_FIELDS || aw_untracked_type_count >= AW_MAX_TYPES) {
@@ -196,6 +205,7 @@ cdef extern from *:
         record->type = type;
         for (i = 0; i < count; i++) record->offsets[i] = offsets[i];
         record->count = count;
+        record->release = release;
         record->gc_dealloc = type->tp_dealloc;
         type->tp_dealloc = aw_untracked_dealloc;
         type->tp_free = PyObject_Free;
@@ -204,8 +214,9 @@ cdef extern from *:
         return 0;
     }
     #else
-    static inline int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) {
-        (void)type; (void)offsets; (void)count;
+    static inline int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count,
+                                 void (*release)(PyObject *)) {
+        (void)type; (void)offsets; (void)count; (void)release;
         return 0;
     }
     #endif
@@ -279,7 +290,9 @@ cdef extern from *:
     int aw_function_flags(PyObject *obj)
     PyObject *aw_method_function(object obj)
     unsigned int aw_type_version(object obj)
-    int aw_drop_gc(PyTypeObject *type, Py_ssize_t *offsets, int count) except -1
+    int aw_drop_gc(
+        PyTypeObject *type, Py_ssize_t *offsets, int count, void (*release)(object) noexcept
+    ) except -1
     const bint AW_HAVE_C_MONOTONIC
     int aw_monotonic(double *now) except -1
     int CO_COROUTINE

@@ -2,26 +2,49 @@
 # and LoopCore (their fields, with the invariant each keeps, and their C methods). No compiled
 # part cimports it today; the loop layer above uses its Python API.
 
-from libc.stdint cimport int64_t
+cimport cython
 
-from aiowheel._cwheel cimport Entry, HierarchicalWheel
+from aiowheel._cwheel cimport _FIRST_SUBCLASS_FLAG, Entry, HierarchicalWheel
+
+# A handle's flags, in its entry's c_flags (the bits the wheel leaves to subclasses): cancel()
+# was called (read as _cancelled); _context is the core's shared snapshot (the callback runs in
+# a copy of it); _arguments is the one argument itself, not a tuple; _arguments is the
+# handle's _Extras.
+cdef enum:
+    _CANCELLED = _FIRST_SUBCLASS_FLAG
+    _COPY_CONTEXT = _FIRST_SUBCLASS_FLAG << 1
+    _ONE_ARG = _FIRST_SUBCLASS_FLAG << 2
+    _EXTRAS = _FIRST_SUBCLASS_FLAG << 3
 
 
+# What few handles need, in an object of its own, made only for them: a handle made in debug
+# mode (its traceback, its repr kept once it ran or was cancelled), or by call_at with a `when`
+# that is not an int or a float (rounded up to a float deadline: when() is the number given).
+@cython.final
+cdef class _Extras:
+    # The arguments' tuple while the handle holds them; None once released.
+    cdef object args
+    # when(), if it is not the entry's deadline; else None.
+    cdef object when
+    cdef object source_traceback
+    cdef object repr
+
+
+# The layout, 96 bytes, 12 words (64-bit CPython; no GC header, see the module docstring): the
+# object header (2); the entry (6): the deadline as a C double, payload (the callback),
+# _bucket, _index and c_flags in one word (the flags above), _ticks, _seq (the scheduling
+# order, which ties equal deadlines); the handle's own (4) below. asyncio's fields are
+# properties over them: _when is the deadline (or _Extras.when), _callback the payload, _args
+# the arguments as a tuple, _loop the core's loop while pending, _cancelled a flag,
+# _source_traceback and _repr the _Extras' or None.
 cdef class LoopTimerHandle(Entry):
-    # The time asked for (handle.when()); the entry's deadline is the same time as a float.
-    cdef public object _when
-    cdef public object _args
+    # The callback's arguments: the one argument itself if _ONE_ARG, the handle's _Extras if
+    # _EXTRAS (which holds their tuple), else their tuple; None once released.
+    cdef object _arguments
     cdef public object _context
-    cdef public object _loop
-    cdef public bint _cancelled
-    cdef public object _source_traceback
-    cdef public object _repr
-    # The loop's core while the timer may still be on the wheel; None once cancelled.
+    # The loop's core while the timer may still be on the wheel; None once it ran, was cancelled
+    # or its loop closed.
     cdef LoopCore _core
-    # Scheduling order among all the core's timers: ties between equal deadlines by it.
-    cdef readonly int64_t _order
-    # True if _context is the core's shared snapshot: the callback runs in a copy of it.
-    cdef bint _copy_context
     cdef object __weakref__
 
 
@@ -43,9 +66,10 @@ cdef class LoopCore:
     # Whether the loop's class mixes in this part's ClockWatch.
     cdef bint _watched
     cdef readonly HierarchicalWheel wheel
-    # A heap of (deadline, order, handle): see the pure twin.
+    # A heap of (deadline, order, handle): see the pure twin. The orders are the wheel's add
+    # orders (a near timer takes one without being filed, _take_add_order), so that a timer
+    # moved from the wheel keeps its place among equal deadlines.
     cdef readonly list near
-    cdef readonly int64_t order
     # The context snapshot handed out last (see the module docstring); None after each pass.
     cdef object _snapshot
     cdef readonly bint closed
@@ -72,8 +96,8 @@ cdef class LoopCore:
     cdef readonly Py_ssize_t driver_wakeups
 
     cdef LoopTimerHandle _schedule(
-        self, double now, object when, object deadline, bint on_wheel, object callback,
-        tuple args, object context, int caller_frame,
+        self, double now, object when, object deadline, double deadline_value, bint on_wheel,
+        object callback, tuple args, object context, int caller_frame,
     )
     cdef object _current_snapshot(self)
     cdef object _now(self, object loop)

@@ -21,6 +21,13 @@ when(), cancel(), cancelled(), get_context(), ordering, hashing, the same repr, 
 fields and _run() asyncio's loop uses (_cancelled, _callback, _args, _context, _loop,
 _source_traceback, _repr, _when).
 
+A pending timer is the handle alone, 96 bytes (its layout, word by word, is in
+``_cloopcore.pxd``): the deadline is a C double in the entry, a lone argument is kept without a
+tuple, the flags share the entry's index word, the scheduling order is the wheel's add order,
+and asyncio's fields are properties over these. What few handles need -- a debug-mode
+traceback and kept repr, a ``when`` that is not the float deadline -- is in an ``_Extras``
+object made for those handles only.
+
 The handle is not tracked by the cyclic garbage collector, and its type has no GC support (see
 ``_drop_gc``, and the Timer core, which does the same for the Timer's handles): a loop with many
 pending timers is that many objects fewer for every full collection to walk. A handle holds its
@@ -46,8 +53,8 @@ cimport cython
 from cpython.contextvars cimport PyContext_Copy, PyContext_CopyCurrent
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.list cimport PyList_GET_SIZE
-from cpython.object cimport PyObject, PyTypeObject
-from libc.stdint cimport int64_t
+from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.math cimport INFINITY as _C_INFINITY, nextafter as _c_nextafter, round as _c_round
 
 from aiowheel._ccontext cimport _run_in
@@ -56,20 +63,23 @@ from aiowheel._ccpython cimport (
     _context_vars_readable,
     aw_context_vars,
     aw_current_context,
-    aw_drop_gc,
     aw_type_version,
 )
 from aiowheel._cwheel cimport (
     _EMPTIED,
     _NOT_PENDING,
-    _OFF_BUCKET,
-    _OFF_DEADLINE,
     _OFF_PAYLOAD,
     Entry,
     HierarchicalWheel,
+    _add_order,
+    _deadline,
+    _drop_entry_gc,
     _get,
     _init_entry,
+    _init_entry_at,
+    _next_add_order,
     _set,
+    _take_add_order,
 )
 
 import asyncio as _asyncio
@@ -114,7 +124,8 @@ cdef class LoopTimerHandle(Entry):
     uvloop's handles are not. ``cancel()`` takes the timer off the wheel at once.
     """
 
-    # The fields, with the invariant each keeps, are declared in _cloopcore.pxd.
+    # The fields, with the invariant each keeps, are declared in _cloopcore.pxd; asyncio's
+    # fields are the properties below.
 
     def __init__(self, *args, **kwargs):
         raise TypeError("LoopTimerHandle is made by the loop's call_later / call_at")
@@ -127,19 +138,70 @@ cdef class LoopTimerHandle(Entry):
     def _callback(self, value):
         _set(self, _OFF_PAYLOAD, value)
 
+    @property
+    def _args(self):
+        """The callback's arguments, a tuple; None once the handle ran or was cancelled."""
+        return _args_of(self)
+
+    @_args.setter
+    def _args(self, value):
+        if self.c_flags & _EXTRAS:
+            (<_Extras>self._arguments).args = value
+        else:
+            self._arguments = value
+            self.c_flags &= ~(<unsigned int>_ONE_ARG)
+
+    @property
+    def _when(self):
+        return _when_of(self)
+
+    @property
+    def _loop(self):
+        """The loop, while the timer is pending; None once it ran, was cancelled or its loop
+        closed (so that a handle kept by anyone keeps no loop alive)."""
+        core = self._core
+        return None if core is None else core.loop
+
+    @property
+    def _cancelled(self):
+        return bool(self.c_flags & _CANCELLED)
+
+    @_cancelled.setter
+    def _cancelled(self, bint value):
+        if value:
+            self.c_flags |= _CANCELLED
+        else:
+            self.c_flags &= ~(<unsigned int>_CANCELLED)
+
+    @property
+    def _source_traceback(self):
+        return (<_Extras>self._arguments).source_traceback if self.c_flags & _EXTRAS else None
+
+    @_source_traceback.setter
+    def _source_traceback(self, value):
+        _extras_of(self).source_traceback = value
+
+    @property
+    def _repr(self):
+        return (<_Extras>self._arguments).repr if self.c_flags & _EXTRAS else None
+
+    @_repr.setter
+    def _repr(self, value):
+        _extras_of(self).repr = value
+
     def when(self):
         """The time the callback is scheduled for, as asked (a float, or the number given)."""
-        return self._when
+        return _when_of(self)
 
     def cancelled(self):
-        return self._cancelled
+        return bool(self.c_flags & _CANCELLED)
 
     def get_context(self):
         """The context the callback runs in: the handle's own (a copy of a shared snapshot is
         made here, once, so that what a caller sets in it reaches no other timer)."""
-        if self._copy_context:
+        if self.c_flags & _COPY_CONTEXT:
             self._context = PyContext_Copy(self._context)
-            self._copy_context = False
+            self.c_flags &= ~(<unsigned int>_COPY_CONTEXT)
         return self._context
 
     def __reduce_ex__(self, protocol):
@@ -152,14 +214,18 @@ cdef class LoopTimerHandle(Entry):
         arguments are released. Cancelling twice does nothing more; cancelling after it ran
         only marks it cancelled (its repr says so, as asyncio's)."""
         cdef LoopCore core
-        if self._cancelled:
+        cdef _Extras extras
+        if self.c_flags & _CANCELLED:
             return
-        self._cancelled = True
+        self.c_flags |= _CANCELLED
         core = self._core
         if core is not None and core.debug:
-            self._repr = repr(self)  # as asyncio: the repr it had, now that the callback goes
-        elif core is None and self._repr is not None:
-            self._repr = cancelled_repr(self._repr)  # it ran in debug mode: the repr it kept
+            # As asyncio: the repr it had, now that the callback goes.
+            _extras_of(self).repr = repr(self)
+        elif core is None and self.c_flags & _EXTRAS:
+            extras = <_Extras>self._arguments
+            if extras.repr is not None:  # it ran in debug mode: the repr it kept
+                extras.repr = cancelled_repr(extras.repr)
         self._core = None
         if core is not None:
             core._forget(self)
@@ -169,89 +235,128 @@ cdef class LoopTimerHandle(Entry):
         """Run the callback in its context, as ``asyncio.Handle._run``: an exception goes to the
         loop's exception handler. The handle releases its callback, arguments and context first
         (see the module docstring)."""
+        cdef _Extras extras = <_Extras>self._arguments if self.c_flags & _EXTRAS else None
+        cdef bint one_arg = self.c_flags & _ONE_ARG
         callback = _get(self, _OFF_PAYLOAD, "payload")
-        args = self._args
-        loop = self._loop
-        context = PyContext_Copy(self._context) if self._copy_context else self._context
-        if self._repr is None and self._source_traceback is not None:
-            self._repr = repr(self)  # debug mode: the repr it had, now that the callback goes
+        args = self._arguments if extras is None else extras.args
+        core = self._core
+        loop = None if core is None else (<LoopCore>core).loop
+        context = PyContext_Copy(self._context) if self.c_flags & _COPY_CONTEXT else self._context
+        if extras is not None and extras.repr is None and extras.source_traceback is not None:
+            extras.repr = repr(self)  # debug mode: the repr it had, now that the callback goes
         _release(self)
         try:
-            _run_in(context, callback, args)
+            _run_in(context, callback, args, one_arg)
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
+            if one_arg:
+                args = (args,)
             context = {
                 "message": f"Exception in callback {_callback_source(callback, args)}",
                 "exception": exc,
                 "handle": self,
             }
-            if self._source_traceback:
-                context["source_traceback"] = self._source_traceback
+            if extras is not None and extras.source_traceback:
+                context["source_traceback"] = extras.source_traceback
             loop.call_exception_handler(context)
 
     def _repr_info(self):
+        cdef bint cancelled = self.c_flags & _CANCELLED
         info = [type(self).__name__]
-        if self._cancelled:
+        if cancelled:
             info.append("cancelled")
         callback = _get(self, _OFF_PAYLOAD, "payload")
         if callback is not None:
-            info.append(_callback_source(callback, self._args))
+            info.append(_callback_source(callback, _args_of(self)))
         traceback = self._source_traceback
         if traceback:
             frame = traceback[len(traceback) - 1]
             info.append(f"created at {frame[0]}:{frame[1]}")
-        info.insert(2 if self._cancelled else 1, f"when={self._when}")
+        info.insert(2 if cancelled else 1, f"when={_when_of(self)}")
         return info
 
     def __repr__(self):
-        if self._repr is not None:
-            return self._repr
+        if self.c_flags & _EXTRAS and (<_Extras>self._arguments).repr is not None:
+            return (<_Extras>self._arguments).repr
         return "<{}>".format(" ".join(self._repr_info()))
 
     def __hash__(self):
-        return hash(self._when)
+        return hash(_when_of(self))
 
     def __richcmp__(self, other, int op):
         if not isinstance(other, (LoopTimerHandle, _ASYNCIO_TIMER_HANDLE)):
             return NotImplemented
+        when = _when_of(self)
         if op == 0:
-            return self._when < other._when
+            return when < other._when
         if op == 1:
-            return self._when <= other._when
+            return when <= other._when
         if op == 4:
-            return self._when > other._when
+            return when > other._when
         if op == 5:
-            return self._when >= other._when
+            return when >= other._when
         equal = (
-            self._when == other._when
+            when == other._when
             and self._callback == other._callback
-            and self._args == other._args
+            and _args_of(self) == other._args
             and self._cancelled == other._cancelled
         )
         return equal if op == 2 else not equal
 
 
+@cython.final
+cdef class _Extras:
+    """What few handles need (see _cloopcore.pxd): held by the handle, in its _arguments."""
+
+
+cdef inline object _args_of(LoopTimerHandle handle):
+    """The arguments as a tuple (asyncio's ``_args``); None once released."""
+    if handle.c_flags & _ONE_ARG:
+        return (handle._arguments,)
+    if handle.c_flags & _EXTRAS:
+        return (<_Extras>handle._arguments).args
+    return handle._arguments
+
+
+cdef inline object _when_of(LoopTimerHandle handle):
+    """``when()``: the number given, which is the deadline unless _Extras says otherwise."""
+    if handle.c_flags & _EXTRAS and (<_Extras>handle._arguments).when is not None:
+        return (<_Extras>handle._arguments).when
+    return _deadline(handle)
+
+
+cdef _Extras _extras_of(LoopTimerHandle handle):
+    """The handle's _Extras, made (holding the arguments' tuple) if it has none yet."""
+    cdef _Extras extras
+    if handle.c_flags & _EXTRAS:
+        return <_Extras>handle._arguments
+    extras = _Extras.__new__(_Extras)
+    extras.args = _args_of(handle)
+    handle._arguments = extras
+    handle.c_flags = (handle.c_flags & ~(<unsigned int>_ONE_ARG)) | _EXTRAS
+    return extras
+
+
 cdef inline void _release(LoopTimerHandle handle) noexcept:
-    """Let go of what a pending handle holds: it ran, was cancelled or its loop closed."""
+    """Let go of what a pending handle holds: it ran, was cancelled or its loop closed. Keeps
+    its _Extras (when(), the traceback and the repr), without the arguments."""
     _set(handle, _OFF_PAYLOAD, None)
-    handle._args = None
+    if handle.c_flags & _EXTRAS:
+        (<_Extras>handle._arguments).args = None
+    else:
+        handle._arguments = None
+    handle.c_flags &= ~(<unsigned int>(_ONE_ARG | _COPY_CONTEXT))
     handle._context = None
-    handle._copy_context = False
-    handle._loop = None
     handle._core = None
 
 
 cdef extern from *:
     """
     #define aw_loop_handle_offsets(h, out) ( \
-        (out)[0] = AW_FIELD_OFFSET(h, _when), \
-        (out)[1] = AW_FIELD_OFFSET(h, _args), \
-        (out)[2] = AW_FIELD_OFFSET(h, _context), \
-        (out)[3] = AW_FIELD_OFFSET(h, _loop), \
-        (out)[4] = AW_FIELD_OFFSET(h, _source_traceback), \
-        (out)[5] = AW_FIELD_OFFSET(h, _repr), \
-        (out)[6] = AW_FIELD_OFFSET(h, _core))
+        (out)[0] = AW_FIELD_OFFSET(h, _arguments), \
+        (out)[1] = AW_FIELD_OFFSET(h, _context), \
+        (out)[2] = AW_FIELD_OFFSET(h, _core))
     """
     void aw_loop_handle_offsets(LoopTimerHandle handle, Py_ssize_t *out)
 
@@ -260,11 +365,10 @@ cdef int _drop_gc() except -1:
     """Take GC support away from LoopTimerHandle (see the module docstring; a no-op in the CPython
     fallback build), telling the deallocator which fields hold references."""
     cdef LoopTimerHandle probe = LoopTimerHandle.__new__(LoopTimerHandle)
-    cdef Py_ssize_t offsets[10]
-    offsets[0], offsets[1], offsets[2] = _OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET
-    aw_loop_handle_offsets(probe, &offsets[3])
+    cdef Py_ssize_t offsets[3]
+    aw_loop_handle_offsets(probe, offsets)
     del probe  # freed by Cython's deallocator while the type still has GC support
-    aw_drop_gc(<PyTypeObject *>LoopTimerHandle, offsets, 10)
+    _drop_entry_gc(LoopTimerHandle, offsets, 3)
     return 0
 
 _drop_gc()
@@ -364,7 +468,6 @@ cdef class LoopCore:
         self.clock = _time.monotonic if uses_monotonic else loop.time
         self.wheel = wheel
         self.near = []
-        self.order = 0
         self.closed = False
         self.debug = loop.get_debug()
         self.min_delay = min_delay
@@ -383,35 +486,51 @@ cdef class LoopCore:
         self.fired = 0
         self.driver_wakeups = 0
 
+    # The scheduling order the next timer gets: the wheel's next add order (no docstring: the
+    # pure twin's is a plain attribute).
+    @property
+    def order(self):
+        return _next_add_order(self.wheel)
+
     cdef LoopTimerHandle _schedule(
-        self, double now, object when, object deadline, bint on_wheel, object callback,
-        tuple args, object context, int caller_frame,
+        self, double now, object when, object deadline, double deadline_value, bint on_wheel,
+        object callback, tuple args, object context, int caller_frame,
     ):
-        """schedule; ``caller_frame`` is the frame (from the innermost Python one) where the
-        traceback of a debug-mode handle ends: none of this extension's functions has one."""
+        """schedule; ``deadline`` is None for the float ``deadline_value`` (not boxed), ``when``
+        None for the deadline itself. ``caller_frame`` is the frame (from the innermost Python
+        one) where the traceback of a debug-mode handle ends: none of this extension's
+        functions has one."""
         cdef LoopTimerHandle handle
         cdef HierarchicalWheel wheel
+        cdef _Extras extras
         cdef double next_due
-        cdef double deadline_value = deadline
-        loop = self.loop
         handle = LoopTimerHandle.__new__(LoopTimerHandle)
-        if self.debug:
-            self.check_in_debug(callback)
-            handle._source_traceback = _format_helpers.extract_stack(_sys._getframe(caller_frame))
-        _init_entry(handle, deadline, callback)
-        handle._when = when
-        handle._args = args
+        if deadline is None:
+            _init_entry_at(handle, deadline_value, callback)
+        else:
+            _init_entry(handle, deadline, callback)
+        if PyTuple_GET_SIZE(args) == 1:
+            handle._arguments = <object>PyTuple_GET_ITEM(args, 0)
+            handle.c_flags |= _ONE_ARG
+        else:
+            handle._arguments = args
+        if self.debug or (when is not None and when is not deadline):
+            extras = _extras_of(handle)
+            if when is not deadline:
+                extras.when = when
+            if self.debug:
+                self.check_in_debug(callback)
+                extras.source_traceback = _format_helpers.extract_stack(
+                    _sys._getframe(caller_frame)
+                )
         if context is None:
             handle._context = self._current_snapshot()
-            handle._copy_context = True
+            handle.c_flags |= _COPY_CONTEXT
         else:
             handle._context = context
-        handle._loop = loop
         handle._core = self
-        handle._order = self.order
-        self.order += 1
+        wheel = self.wheel
         if on_wheel and deadline_value > self.wheel_reach:
-            wheel = self.wheel
             if now - self.advanced_to >= self.catch_up_after:
                 next_deadline = wheel.next_deadline()
                 if next_deadline is None or next_deadline > now:
@@ -423,7 +542,9 @@ cdef class LoopCore:
             wheel.add_entry(handle)
             self.wheel_timers += 1
         else:
-            _heappush(self.near, (deadline, handle._order, handle))
+            if deadline is None:
+                deadline = deadline_value
+            _heappush(self.near, (deadline, _take_add_order(wheel), handle))
             self.near_timers += 1
         if deadline_value < self.driver_when:
             # Only then can the driver be armed too late (see the pure twin).
@@ -475,7 +596,7 @@ cdef class LoopCore:
     cdef double _next_due(self) except? -1.0:
         cdef list near = self.near
         cdef double when = math.inf
-        while near and (<LoopTimerHandle>(<tuple>near[0])[2])._cancelled:
+        while near and (<LoopTimerHandle>(<tuple>near[0])[2]).c_flags & _CANCELLED:
             _heappop(near)
             self.cancelled += 1
         if near:
@@ -519,7 +640,7 @@ cdef class LoopCore:
         self.wheel_reach = reach
         while near and (<tuple>near[0])[0] <= now:
             handle = <LoopTimerHandle>(<tuple>_heappop(near))[2]
-            if handle._cancelled:
+            if handle.c_flags & _CANCELLED:
                 self.cancelled += 1
             else:
                 due.append(handle)
@@ -533,14 +654,14 @@ cdef class LoopCore:
         near = self.near
         for entry in entries:
             handle = <LoopTimerHandle>entry
-            _heappush(near, (_get(handle, _OFF_DEADLINE, "deadline"), handle._order, handle))
+            _heappush(near, (_deadline(handle), _add_order(handle), handle))
         return 0
 
     def pending(self):
         """Timers held and not cancelled: on the wheel or in the near queue."""
         cdef Py_ssize_t live = 0
         for item in self.near:
-            if not (<LoopTimerHandle>(<tuple>item)[2])._cancelled:
+            if not (<LoopTimerHandle>(<tuple>item)[2]).c_flags & _CANCELLED:
                 live += 1
         return len(self.wheel) + live
 
@@ -614,9 +735,9 @@ cdef class LoopCore:
                 -self._far_delay <= delay_value <= self._far_delay
                 and when_value < self._latest_deadline
             ):
-                when = when_value
                 return self._schedule(
-                    now_value, when, when, delay_value >= self._min_delay, callback, args, context, 0
+                    now_value, None, None, when_value, delay_value >= self._min_delay, callback,
+                    args, context, 0,
                 )
         if type(delay) is float or type(delay) is int:
             when = now + delay
@@ -625,7 +746,7 @@ cdef class LoopCore:
         # Written so that NaN fails the test and goes to the base loop, as asyncio accepts it.
         if -self.far_delay <= delay <= self.far_delay and when < self.latest_deadline:
             return self._schedule(
-                now, when, when, delay >= self.min_delay, callback, args, context, 0
+                now, None, when, when, delay >= self.min_delay, callback, args, context, 0
             )
         return self._on_base(when, delay, callback, args, context)
 
@@ -655,13 +776,14 @@ cdef class LoopCore:
                 and when_value < self._latest_deadline
             ):
                 return self._schedule(
-                    now_value, when, when, delay_value >= self._min_delay, callback, args, context, 0
+                    now_value, None, None, when_value, delay_value >= self._min_delay, callback,
+                    args, context, 0,
                 )
         deadline = when if type(when) is float or type(when) is int else loop_deadline(when)
         delay = deadline - now
         if -self.far_delay <= delay <= self.far_delay and deadline < self.latest_deadline:
             return self._schedule(
-                now, when, deadline, delay >= self.min_delay, callback, args, context, 0
+                now, when, deadline, deadline, delay >= self.min_delay, callback, args, context, 0
             )
         return self._on_base(when, delay, callback, args, context)
 

@@ -20,24 +20,14 @@ cdef int _compare_keys(const void *a, const void *b) noexcept nogil:
 
 def _order_key(entry):
     """The pure wheel's sort key, ``(deadline, add order)``, for batches sorted in Python."""
-    return (_get(entry, _OFF_DEADLINE, "deadline"), (<Entry>entry)._seq)
+    return (_deadline(<Entry>entry), (<Entry>entry)._seq)
 
 
-cdef bint _deadline_as_double(PyObject *deadline, double *out) noexcept:
-    """Store an exact double equal to ``deadline`` if it is a non-NaN float or a small int."""
-    cdef long long value
-    cdef int overflow
-    if deadline is NULL:
-        return False
-    if PyFloat_CheckExact(<object>deadline):
-        out[0] = PyFloat_AS_DOUBLE(<object>deadline)
-        return out[0] == out[0]
-    if PyLong_CheckExact(<object>deadline):
-        value = PyLong_AsLongLongAndOverflow(<object>deadline, &overflow)
-        if overflow == 0 and -_EXACT <= value <= _EXACT:
-            out[0] = <double>value
-            return True
-    return False
+cdef inline bint _deadline_as_double(Entry entry, double *out) noexcept:
+    """Store an exact double equal to the entry's deadline if it is a non-NaN float or a small
+    int (then kept as that double, see Entry.c_deadline)."""
+    out[0] = entry.c_deadline
+    return entry.c_flags & _DEADLINE_KIND <= _DEADLINE_INT and out[0] == out[0]
 
 
 cdef int _release_and_sort(list batch) except -1:
@@ -64,7 +54,7 @@ cdef int _release_and_sort(list batch) except -1:
     try:
         for i in range(n):
             item = PyList_GET_ITEM(batch, i)
-            if not _deadline_as_double(_field(<object>item, _OFF_DEADLINE)[0], &keys[i].deadline):
+            if not _deadline_as_double(<Entry>item, &keys[i].deadline):
                 fast = False
                 break
             keys[i].seq = (<Entry>item)._seq

@@ -28,24 +28,38 @@ cdef _Tick _tick_of(object tick) except *:
 cdef int _to_ticks(object t, object tick, const _Tick *k, bint up, int64_t *out) except -1:
     """``up``: the smallest q with ``q * tick >= t`` (where a deadline is filed); else the largest
     q with ``q * tick <= t`` (how far the clock may move at time t). Stores q in ``out``."""
-    cdef double d, ratio, qd
-    cdef int64_t q, p
     cdef long long value
     cdef int overflow
     if PyFloat_CheckExact(t):
-        d = PyFloat_AS_DOUBLE(t)
-    elif PyLong_CheckExact(t):
+        return _double_to_ticks(PyFloat_AS_DOUBLE(t), t, tick, k, up, out)
+    if PyLong_CheckExact(t):
         value = PyLong_AsLongLongAndOverflow(t, &overflow)
         if overflow or not (-_EXACT <= value <= _EXACT):
             return _to_ticks_python(t, tick, up, out)
-        d = <double>value
-    else:
-        return _to_ticks_python(t, tick, up, out)
+        return _double_to_ticks(<double>value, t, tick, k, up, out)
+    return _to_ticks_python(t, tick, up, out)
+
+
+cdef inline int _entry_ticks(Entry entry, object tick, const _Tick *k, int64_t *out) except -1:
+    """``_to_ticks(entry.deadline, tick, k, True, out)``: a float or small-int deadline straight
+    from its double, with no object made."""
+    if entry.c_flags & _DEADLINE_KIND == _DEADLINE_FLOAT:
+        return _double_to_ticks(entry.c_deadline, None, tick, k, True, out)
+    return _to_ticks(_deadline(entry), tick, k, True, out)
+
+
+cdef int _double_to_ticks(
+    double d, object t, object tick, const _Tick *k, bint up, int64_t *out
+) except -1:
+    """``_to_ticks`` of the float or int ``t`` whose exact value is ``d`` (``t`` None: the float
+    ``d``, made only if an error or the Python path needs it)."""
+    cdef double ratio, qd
+    cdef int64_t q, p
     if k.kind == TICK_FLOAT:
         # Python's float ops, on doubles; q is an exact double (|q| <= 2**52 + 1).
         ratio = d / k.d
         if not fabs(ratio) < _MAX_TICKS:
-            _out_of_range(t, tick, up)
+            _out_of_range(_boxed(t, d), tick, up)
         if up:
             qd = ceil(ratio)
             # t / tick is rounded; correct by at most one step (see aiowheel.wheel.ceil_ticks).
@@ -66,7 +80,7 @@ cdef int _to_ticks(object t, object tick, const _Tick *k, bint up, int64_t *out)
         # q * tick is an exact int64 (|q * tick| <= |t| + 2 * tick < 2**55), compared exactly.
         ratio = d / k.d
         if not fabs(ratio) < _MAX_TICKS:
-            _out_of_range(t, tick, up)
+            _out_of_range(_boxed(t, d), tick, up)
         if up:
             q = <int64_t>ceil(ratio)
             p = q * k.i
@@ -83,7 +97,11 @@ cdef int _to_ticks(object t, object tick, const _Tick *k, bint up, int64_t *out)
                 q += 1
         out[0] = q
         return 0
-    return _to_ticks_python(t, tick, up, out)
+    return _to_ticks_python(_boxed(t, d), tick, up, out)
+
+
+cdef inline object _boxed(object t, double d):
+    return PyFloat_FromDouble(d) if t is None else t
 
 
 cdef int _to_ticks_python(object t, object tick, bint up, int64_t *out) except -1:

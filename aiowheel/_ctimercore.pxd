@@ -3,7 +3,7 @@
 # above cimports it today: the Timer holds a core through its Python methods, and the idle core
 # talks to its Timer through the host interface (aiowheel.TimerHost).
 
-from aiowheel._cwheel cimport Entry, HierarchicalWheel
+from aiowheel._cwheel cimport _FIRST_SUBCLASS_FLAG, Entry, HierarchicalWheel
 
 # The lateness histogram's buckets (see aiowheel/_lateness.py, their one spec), in C: the bounds
 # in a fixed array padded with infinities to 31, where a branchless binary search of five steps
@@ -16,18 +16,25 @@ cdef enum:
     _STRIDE = 16
 
 
+# A handle's flags, in its entry's c_flags (the bits the wheel leaves to subclasses): cancel()
+# was called (read as _cancelled); _context is a shared snapshot (the callback then runs in a
+# copy of it); _arguments is the one argument itself, not a tuple.
+cdef enum:
+    _CANCELLED = _FIRST_SUBCLASS_FLAG
+    _COPY_CONTEXT = _FIRST_SUBCLASS_FLAG << 1
+    _ONE_ARG = _FIRST_SUBCLASS_FLAG << 2
+
+
+# The layout, 88 bytes, 11 words (64-bit CPython; no GC header, see the module docstring):
+# the object header (2); the entry (6): the deadline as a C double, payload (the callback),
+# _bucket, _index and c_flags in one word, _ticks, _seq; the handle's own (3) below.
 cdef class TimerHandle(Entry):
-    # The callback's arguments: their tuple, or the one argument itself if _one_arg (see the
+    # The callback's arguments: their tuple, or the one argument itself if _ONE_ARG (see the
     # module docstring); () once released. Read as a tuple through _args.
     cdef object _arguments
     cdef public object _context
     # The Timer while the handle is pending; None once it ran, was cancelled or the Timer closed.
     cdef public TimerCore _timer
-    cdef public bint _cancelled
-    # Flags as bytes: with _cancelled they fill one word. True if _context is a shared snapshot
-    # (the callback then runs in a copy of it); true if _arguments is the one argument itself.
-    cdef unsigned char _copy_context
-    cdef unsigned char _one_arg
 
 
 cdef class TimerCore:

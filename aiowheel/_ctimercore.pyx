@@ -27,7 +27,7 @@ Three representation changes make a pending timer cheaper, none of them observab
   its handle, is a Python object and is tracked; its handle references it (as the callback's
   argument) only while pending. A Python subclass would be a heap type, which CPython always
   gives GC support: tracked and collected through this type's traverse function.
-* A callback with exactly one argument keeps that argument, not the tuple of it (``_one_arg``):
+* A callback with exactly one argument keeps that argument, not the tuple of it (``_ONE_ARG``):
   one tuple less per timer (48 bytes); ``_args`` still reads as the tuple.
 * Handles scheduled from the same context share one context snapshot instead of one copy each.
   The pure handle copies the current context when it is scheduled and runs its callback in that
@@ -42,7 +42,7 @@ cimport cython
 from cpython.contextvars cimport PyContext_Copy, PyContext_CopyCurrent
 from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.object cimport PyObject, PyTypeObject
+from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from aiowheel._ccontext cimport _run_in
@@ -52,19 +52,20 @@ from aiowheel._ccpython cimport (
     CO_ITERABLE_COROUTINE,
     _context_vars_readable,
     aw_context_vars,
-    aw_drop_gc,
     aw_function_flags,
     aw_method_function,
 )
 from aiowheel._cwheel cimport (
-    _OFF_BUCKET,
-    _OFF_DEADLINE,
+    _DEADLINE_INT,
+    _DEADLINE_KIND,
     _OFF_PAYLOAD,
     Entry,
     HierarchicalWheel,
     _checked_deadline,
+    _deadline,
     _deadline_after,
-    _field,
+    _deadline_double,
+    _drop_entry_gc,
     _get,
     _init_entry,
     _pending,
@@ -126,15 +127,6 @@ cdef inline Py_ssize_t _lateness_bucket(double lateness) noexcept nogil:
     return position
 
 
-cdef inline double _deadline_seconds(Entry entry) except? -1.0:
-    """An entry's deadline as a double (a checked deadline: a float or an int within float
-    range), as Python converts it in ``now - deadline``."""
-    cdef PyObject *deadline = _field(entry, _OFF_DEADLINE)[0]
-    if deadline is not NULL and PyFloat_CheckExact(<object>deadline):
-        return PyFloat_AS_DOUBLE(<object>deadline)
-    return _get(entry, _OFF_DEADLINE, "deadline")
-
-
 # Whether handles share context snapshots (see the module docstring; trick 3 of _ccpython.pxd).
 cdef bint _SHARE_SNAPSHOTS = _context_vars_readable()
 
@@ -154,10 +146,6 @@ cdef inline int _check_callback_fast(object callback, str method) except -1:
     return 0
 
 
-cdef inline object _deadline(Entry entry):
-    return _get(entry, _OFF_DEADLINE, "deadline")
-
-
 cdef class TimerHandle(Entry):
     """A callback scheduled on a Timer, as returned by ``call_later``/``call_at``.
 
@@ -175,14 +163,23 @@ cdef class TimerHandle(Entry):
         self._arguments = args
         self._context = PyContext_CopyCurrent() if context is None else context
         self._timer = timer
-        self._cancelled = False
-        self._copy_context = False
-        self._one_arg = False
 
     @property
     def _args(self):
         """The callback's arguments, a tuple; () once the handle ran or was cancelled."""
-        return (self._arguments,) if self._one_arg else self._arguments
+        return (self._arguments,) if self.c_flags & _ONE_ARG else self._arguments
+
+    @property
+    def _cancelled(self):
+        """True if ``cancel()`` was called (asyncio's field)."""
+        return bool(self.c_flags & _CANCELLED)
+
+    @_cancelled.setter
+    def _cancelled(self, bint value):
+        if value:
+            self.c_flags |= _CANCELLED
+        else:
+            self.c_flags &= ~(<unsigned int>_CANCELLED)
 
     def when(self):
         """The time (in the loop's clock) the callback is scheduled for."""
@@ -192,15 +189,15 @@ cdef class TimerHandle(Entry):
         """Cancel the callback: it will not run. At once, the timer leaves the wheel and the
         callback and its arguments are released. Cancelling twice or after it ran does nothing
         more than mark the handle cancelled, as asyncio does."""
-        if self._cancelled:
+        if self.c_flags & _CANCELLED:
             return
-        self._cancelled = True
+        self.c_flags |= _CANCELLED
         if self._timer is not None:
             self._timer._forget(self)
 
     def cancelled(self):
         """True if ``cancel()`` was called."""
-        return self._cancelled
+        return bool(self.c_flags & _CANCELLED)
 
     def __reduce_ex__(self, protocol):
         """Refused: ``copy.copy``, ``copy.deepcopy`` and ``pickle`` raise TypeError (see
@@ -208,7 +205,7 @@ cdef class TimerHandle(Entry):
         raise not_copyable(type(self).__name__)
 
     def __repr__(self):
-        state = "cancelled" if self._cancelled else "pending" if _pending(self) else "done"
+        state = "cancelled" if self.c_flags & _CANCELLED else "pending" if _pending(self) else "done"
         return (
             f"<{type(self).__name__} when={_deadline(self)!r} {state} "
             f"{_get(self, _OFF_PAYLOAD, 'payload')!r}>"
@@ -229,11 +226,10 @@ cdef int _drop_gc() except -1:
     """Take GC support away from TimerHandle (see the module docstring; a no-op in the CPython
     fallback build), telling the deallocator which fields hold references."""
     cdef TimerHandle probe = TimerHandle.__new__(TimerHandle)
-    cdef Py_ssize_t offsets[6]
-    offsets[0], offsets[1], offsets[2] = _OFF_DEADLINE, _OFF_PAYLOAD, _OFF_BUCKET
-    aw_timer_handle_offsets(probe, &offsets[3])
+    cdef Py_ssize_t offsets[3]
+    aw_timer_handle_offsets(probe, offsets)
     del probe  # freed by Cython's deallocator while the type still has GC support
-    aw_drop_gc(<PyTypeObject *>TimerHandle, offsets, 6)
+    _drop_entry_gc(TimerHandle, offsets, 3)
     return 0
 
 _drop_gc()
@@ -241,7 +237,7 @@ _drop_gc()
 
 cdef inline void _release_handle(TimerHandle handle) noexcept:
     handle._arguments = ()
-    handle._one_arg = False
+    handle.c_flags &= ~(<unsigned int>(_ONE_ARG | _COPY_CONTEXT))
     handle._context = None
     handle._timer = None
     _set(handle, _OFF_PAYLOAD, None)  # may run the callback's finaliser: last
@@ -360,12 +356,12 @@ cdef class TimerCore:
         _init_entry(handle, when, callback)
         if PyTuple_GET_SIZE(args) == 1:
             handle._arguments = <object>PyTuple_GET_ITEM(args, 0)
-            handle._one_arg = True
+            handle.c_flags |= _ONE_ARG
         else:
             handle._arguments = args
         if context is None:
             handle._context = self._current_snapshot()
-            handle._copy_context = True
+            handle.c_flags |= _COPY_CONTEXT
         else:
             handle._context = context
         handle._timer = self
@@ -390,13 +386,11 @@ cdef class TimerCore:
     cdef int _file(self, TimerHandle handle) except -1:
         """Put ``handle`` in the wheel, and arm the driver if it is now due earlier (the first
         rule of arming, in the class docstring)."""
-        cdef object deadline
         self._wheel.add_entry(handle)
-        deadline = _deadline(handle)
-        if PyFloat_CheckExact(deadline):
-            if PyFloat_AS_DOUBLE(deadline) < self._armed_at:
+        if handle.c_flags & _DEADLINE_KIND <= _DEADLINE_INT:  # a float or a small int: exact
+            if handle.c_deadline < self._armed_at:
                 self._arm_earlier()
-        elif deadline < self._armed_at:
+        elif _deadline(handle) < self._armed_at:
             self._arm_earlier()
         return 0
 
@@ -447,7 +441,7 @@ cdef class TimerCore:
         for entry in handles:
             handle = <TimerHandle?>entry
             self._cancelled_count += 1
-            handle._cancelled = True
+            handle.c_flags |= _CANCELLED
             cancelled.append((_get(handle, _OFF_PAYLOAD, "payload"), handle._args))
             _release_handle(handle)
         return cancelled
@@ -506,20 +500,20 @@ cdef class TimerCore:
                     now_seconds = self.time()
                 index = i
                 handle = <TimerHandle?>due[i]
-                if handle._cancelled:  # by an earlier callback of this batch
+                if handle.c_flags & _CANCELLED:  # by an earlier callback of this batch
                     continue
                 # Counted per callback, so that stats() in a callback adds up: fired is the
                 # histogram's count.
-                lateness = now_seconds - _deadline_seconds(handle)
+                lateness = now_seconds - _deadline_double(handle)
                 self._lateness[_lateness_bucket(lateness)] += 1
                 self._lateness_sum += lateness
                 if lateness > self._max_lateness:
                     self._max_lateness = lateness
                 callback = _get(handle, _OFF_PAYLOAD, "payload")
                 args = handle._arguments
-                one_arg = handle._one_arg
+                one_arg = handle.c_flags & _ONE_ARG
                 context = handle._context
-                if handle._copy_context:
+                if handle.c_flags & _COPY_CONTEXT:
                     context = PyContext_Copy(context)
                 _release_handle(handle)
                 try:
@@ -533,7 +527,7 @@ cdef class TimerCore:
             # rest of the batch stays scheduled (due at once) instead of being lost.
             for i in range(index + 1, n):
                 handle = <TimerHandle>due[i]
-                if not handle._cancelled:
+                if not handle.c_flags & _CANCELLED:
                     self._wheel.add_entry(handle)
             raise
         finally:

@@ -35,14 +35,20 @@ Only the representation differs:
 * **Bucket expirations are a C array per level and the heap a C array** of ``(expiration, level,
   slot)``, ordered like the pure wheel's tuples, with the same lazy dropping of emptied buckets
   (``bucket_expiration`` shows the same values at every step).
-* **Entry's ``deadline``, ``payload`` and ``_bucket`` are member descriptors**, like the slots of
-  the pure ``Entry`` (see ``_cwheel.pxd``); Cython's own pickling, which would read them as
-  Cython attributes, is off: both classes pickle as slotted objects do, see ``__reduce_ex__``.
+* **Entry's ``payload`` and ``_bucket`` are member descriptors**, like the slots of the pure
+  ``Entry`` (see ``_cwheel.pxd``); Cython's own pickling, which would read them as Cython
+  attributes, is off: both classes pickle as slotted objects do, see ``__reduce_ex__``.
+* **Entry's ``deadline`` is a C double** when it is a float (or an int of at most ``2**53``, kept
+  as its exact double), with no object: a pending timer is 24 bytes lighter. Any other number
+  (only ``add_entry`` and ``entry.deadline = ...`` keep one) waits in a side table, keyed by the
+  entry, released with it. ``entry.deadline`` reads back the number stored (a new float object
+  for a float), through a property; the entry's flags share a word with its 32-bit bucket index
+  (see ``Entry`` in ``_cwheel.pxd``).
 
 Two differences are deliberate, none of them in the documented API: ``tick`` and
 ``wheel_size`` are read-only (assigning them on the pure wheel corrupts it); an ``Entry`` made
-with ``Entry.__new__`` and no ``__init__`` has ``deadline`` and ``payload`` None rather than
-unset.
+with ``Entry.__new__`` and no ``__init__`` has ``deadline`` 0.0 and ``payload`` None rather
+than unset.
 
 **The parts.** This module is the wheel, the lowest of the compiled parts (see
 ``docs/how-it-works.md``, "The compiled core"): the Timer core (:mod:`aiowheel._ctimercore`),
@@ -75,8 +81,9 @@ entry's bucket emptied, as ``remove_entry`` does) and reads ``deadline`` and ``p
 """
 
 cimport cython
-from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
-from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
+from cpython.exc cimport PyErr_Fetch, PyErr_Restore
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact, PyLong_FromDouble
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact, PyFloat_FromDouble
 from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport Py_TYPE, PyObject, PyTypeObject
 from cpython.ref cimport Py_DECREF, Py_INCREF, Py_XDECREF
@@ -314,7 +321,7 @@ cdef class HierarchicalWheel:
         self._ready()
         if _pending(filed):
             raise already_pending(entry)
-        _to_ticks(_get(filed, _OFF_DEADLINE, "deadline"), self.tick, &self._tick, True, &ticks)
+        _entry_ticks(filed, self.tick, &self._tick, &ticks)
         filed._ticks = ticks
         filed._seq = self._seq
         self._seq += 1
@@ -631,7 +638,7 @@ cdef class HierarchicalWheel:
     @cython.final
     cdef int _check_entry(self, Entry entry) except -1:
         cdef int64_t q
-        _to_ticks(_get(entry, _OFF_DEADLINE, "deadline"), self.tick, &self._tick, True, &q)
+        _entry_ticks(entry, self.tick, &self._tick, &q)
         if entry._ticks != q:
             raise AssertionError(f"{entry!r} is filed at tick {entry._ticks}, its tick is {q}")
         if not 0 <= entry._seq < self._seq:
@@ -660,7 +667,9 @@ cdef class HierarchicalWheel:
             if level.expirations[slot] != expiration:
                 self._push(expiration, level.index, slot)
                 level.expirations[slot] = expiration
-        entry._index = PyList_GET_SIZE(bucket)
+        if PyList_GET_SIZE(bucket) >= _MAX_BUCKET:
+            raise OverflowError(f"a bucket of the wheel holds at most {_MAX_BUCKET} entries")
+        entry._index = <int>PyList_GET_SIZE(bucket)
         bucket.append(entry)
         _set(entry, _OFF_BUCKET, bucket)
         return 0

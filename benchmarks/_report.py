@@ -74,7 +74,10 @@ class Results:
 def figure_text(value: float | None, metric: Metric) -> str:
     if value is None:
         return "—"
-    return f"{value * metric.scale:,.{metric.digits}f}"
+    shown = value * metric.scale
+    if round(shown, metric.digits) == 0:
+        shown = 0.0  # not "-0": a figure within rounding of zero (freed at once) is zero
+    return f"{shown:,.{metric.digits}f}"
 
 
 def ratio(value: float | None, base: float | None) -> float | None:
@@ -243,6 +246,34 @@ MEMORY_ASYNCIO = _cmp(
     "asyncio TimerHandle",
     "aiowheel TimerHandle",
 )
+MEMORY_LOOP_ASYNCIO = _cmp(
+    "memory",
+    "heap per pending loop timer",
+    "heap_pending",
+    "asyncio TimerHandle",
+    "asyncio+wheel LoopTimerHandle",
+)
+MEMORY_LOOP_UVLOOP = _cmp(
+    "memory",
+    "heap per pending loop timer",
+    "heap_pending",
+    "asyncio TimerHandle",
+    "uvloop+wheel LoopTimerHandle",
+)
+_KEEPALIVE_LOOPS = (
+    ("asyncio loop.call_later", "asyncio+wheel loop.call_later"),
+    ("uvloop loop.call_later", "uvloop+wheel loop.call_later"),
+    ("asyncio loop.call_later", "Timer.call_later + IdleTimeouts.touch"),
+)
+KEEPALIVE: tuple[Comparison, ...] = tuple(
+    _cmp("keepalive", what, metric, baseline, ours)
+    for what, metric in (
+        ("heap per connection", "heap"),
+        ("peak RSS per connection", "rss_peak"),
+        ("CPU per keepalive cycle", "cpu"),
+    )
+    for baseline, ours in _KEEPALIVE_LOOPS
+)
 # The fewest timers: a few per bucket, where each wake of the driver counts most.
 FEW_ASYNCIO = _cmp(
     "lifecycle",
@@ -322,6 +353,15 @@ HEADLINE: tuple[Comparison, ...] = (
     _cmp("wakeups", "idle wake-ups per s", "wakeups", "asyncio loop", "asyncio + Timer"),
     FLOOR_TIMER,
     FLOOR_WHEEL,
+    MEMORY_LOOP_ASYNCIO,
+    _cmp(
+        "memory",
+        "heap per pending loop timer",
+        "heap_pending",
+        "uvloop TimerHandle",
+        "uvloop+wheel LoopTimerHandle",
+    ),
+    *KEEPALIVE,
 )
 
 
@@ -363,8 +403,9 @@ def _metric(scenario: str, key: str) -> Metric:
 
 @dataclass(frozen=True)
 class Target:
-    """A target of issue 5: a bound on aiowheel's ratio to an alternative for the pure and the
-    compiled wheel -- "1/3" (at most a third), "3x" (at most three times) or "—" (none)."""
+    """A target of issue 5 (or 30): a bound on aiowheel's ratio to an alternative for the pure
+    and the compiled wheel -- "1/3" (at most a third), "3x" (at most three times), "1" (at most
+    as much) or "—" (none)."""
 
     what: str
     pure: str
@@ -389,7 +430,23 @@ TARGETS: tuple[Target, ...] = (
     Target("engine: memory per pending handle vs asyncio TimerHandle", "—", "2/5", MEMORY_ASYNCIO),
     Target("engine: lifecycle CPU, fewest timers, vs asyncio `call_at`", "—", "3/5", FEW_ASYNCIO),
     Target("engine: lifecycle CPU, fewest timers, vs uvloop `call_at`", "—", "3/5", FEW_UVLOOP),
+    # Issue 30's: a pending timer of the drop-in wheel loop, on either base, against asyncio's.
+    Target(
+        "issue 30: memory per pending asyncio+wheel timer vs asyncio TimerHandle",
+        "1",
+        "1/2",
+        MEMORY_LOOP_ASYNCIO,
+    ),
+    Target(
+        "issue 30: memory per pending uvloop+wheel timer vs asyncio TimerHandle",
+        "1",
+        "1/2",
+        MEMORY_LOOP_UVLOOP,
+    ),
 )
+
+
+TARGETS_TITLE = "Targets (issues 5 and 30)"
 
 
 def _bound(text: str) -> float | None:
@@ -428,7 +485,7 @@ def early_fires(results: Results) -> tuple[int | None, int | None]:
 
 
 def targets_table(results: Results) -> str:
-    """Issue 5's targets with the ratios measured in this run, met or not."""
+    """Issues 5's and 30's targets with the ratios measured in this run, met or not."""
     headers = ["target", "N", "pure", "measured", "met?", "compiled", "measured", "met?"]
     rows = []
     for target in TARGETS:
@@ -460,6 +517,7 @@ PLOTS = {
     "churn": "churn.png",
     "memory": "memory.png",
     "lateness": "lateness.png",
+    "keepalive": "keepalive.png",
 }
 
 
@@ -481,7 +539,7 @@ def results_markdown(results: Results, plots: list[str]) -> str:
         "",
         headline_table(results),
         "",
-        "## Targets (issue 5)",
+        f"## {TARGETS_TITLE}",
         "",
         targets_table(results),
         "",
@@ -507,11 +565,17 @@ def results_json(results: Results) -> str:
 
 _COLORS = (
     ("IdleTimeouts", "tab:purple"),
+    ("asyncio+wheel", "tab:brown"),
+    ("uvloop+wheel", "tab:pink"),
     ("aiowheel", "tab:red"),
     ("uvloop", "tab:orange"),
     ("trio", "tab:green"),
     ("asyncio", "tab:blue"),
 )
+
+
+# Bars have no line style: the pure wheel's are hatched //, the compiled one's dotted.
+_HATCHES = {"-": "", "--": "//", ":": ".."}
 
 
 def _style(variant: str) -> dict[str, Any]:
@@ -562,6 +626,36 @@ def plot(results: Results, out: Path) -> list[str]:
         figure.savefig(out / PLOTS["memory"], dpi=110)
         plt.close(figure)
         written.append(PLOTS["memory"])
+    keepalive = results.case("keepalive", "largest")
+    if keepalive is not None and keepalive.rows:
+        # Bars at the largest N (the scale the scenario is about), one per variant.
+        figure, panels = plt.subplots(1, 3, figsize=(16, 5.5), sharey=True)
+        variants = list(keepalive.rows)
+        for axes, key, scale, title in (
+            (panels[0], "rss_peak", 1.0, "Peak RSS per connection (bytes)"),
+            (panels[1], "heap", 1.0, "Heap per connection, tracemalloc (bytes)"),
+            (panels[2], "cpu", 1e6, "CPU per keepalive cycle (µs)"),
+        ):
+            for index, variant in enumerate(variants):
+                style = _style(variant)
+                value = keepalive.rows[variant].get(key)
+                axes.barh(
+                    index,
+                    0.0 if value is None else value * scale,
+                    color=style["color"],
+                    hatch=_HATCHES[style["linestyle"]],
+                )
+            axes.set_title(title, fontsize=10)
+            axes.grid(True, axis="x", alpha=0.3)
+        panels[0].set_yticks(range(len(variants)), variants, fontsize=8)
+        panels[0].invert_yaxis()
+        figure.suptitle(
+            f"{keepalive.label} idle connections: a keepalive ping and an idle timeout each"
+        )
+        figure.tight_layout()
+        figure.savefig(out / PLOTS["keepalive"], dpi=110)
+        plt.close(figure)
+        written.append(PLOTS["keepalive"])
     burst = results.case("lateness", "burst")
     if burst is not None and burst.rows:
         figure, axes = plt.subplots(figsize=(10, 5.5))
@@ -579,7 +673,7 @@ def plot(results: Results, out: Path) -> list[str]:
                 width,
                 color=style["color"],
                 label=variant,
-                hatch={"-": "", "--": "//", ":": ".."}[style["linestyle"]],
+                hatch=_HATCHES[style["linestyle"]],
             )
         axes.set_xticks([x + 0.4 - width / 2 for x in range(3)], ["p50", "p99", "max"])
         axes.set(title=f"Lateness in a burst of {burst.label.split()[0]} timers", ylabel="ms")

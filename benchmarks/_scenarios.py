@@ -6,13 +6,15 @@ child process (``suite.py --child SPEC`` calls :func:`run_child`), gathers the f
 writes the tables and plots (with :mod:`_report`). A child measures exactly one variant of one
 scenario at one size, so no variant inherits another's heap, caches or garbage.
 
-A :class:`Variant` says which event loop it runs on and, if it uses aiowheel, which wheel: the
-suite sets ``AIOWHEEL_NO_EXTENSIONS=1`` in the child's environment for ``pure`` and removes it
-for ``compiled``, and the child checks that :data:`aiowheel.IMPLEMENTATION` agrees before it
-measures anything.
+A :class:`Variant` says which event loop it runs on -- asyncio's, uvloop, trio, or aiowheel's
+wheel loop on either base (``asyncio+wheel``, ``uvloop+wheel``, made as ``bench_loop.py`` makes
+them) -- and, if it uses aiowheel, which wheel: the suite sets ``AIOWHEEL_NO_EXTENSIONS=1`` in
+the child's environment for ``pure`` and removes it for ``compiled``, and the child checks that
+:data:`aiowheel.IMPLEMENTATION` agrees before it measures anything.
 
-CPU figures are ``time.process_time()`` deltas of the child, divided by the operation count;
-memory figures are ``tracemalloc`` (the Python heap, exactly) or RSS (what the OS sees). Every
+CPU figures are ``time.process_time()`` deltas of the child, divided by the operation count (or,
+with ``suite.py --callgrind``, CPU instructions per operation: see :mod:`_callgrind`); memory
+figures are ``tracemalloc`` (the Python heap, exactly) or RSS (what the OS sees). Every
 figure is a number to compare with the other variants of the same run, never a pass/fail.
 """
 
@@ -32,6 +34,8 @@ from dataclasses import asdict, dataclass, replace
 from functools import partial
 from typing import Any, Protocol, TypeVar
 
+from bench_loop import make_loop
+
 T = TypeVar("T")
 
 # Operations between two passes of the event loop in churn and idle touch: the loop gets to run
@@ -40,6 +44,13 @@ T = TypeVar("T")
 BATCH = 1000
 # Idle touch and churn: how far away the rescheduled timers are -- they never fire meanwhile.
 IDLE_TIMEOUT = 60.0
+# Keepalive: websockets' 20 s ping interval and a 60 s idle timeout, stretched 60 times (20 min,
+# 1 h). Under callgrind, or on a loaded machine, setting up a million connections takes minutes,
+# and a timer that came due meanwhile would add its firing to the cycles measured. How far away
+# a timer is costs nothing on the loops measured: asyncio pushes it onto its heap after its
+# peers either way, the wheel files it one level up (level 3 instead of 2 at a 1 ms tick).
+PING_DELAY = 20.0 * 60
+IDLE_DELAY = 60.0 * 60
 CHURN_DELAYS = (30.0, 120.0)
 # Memory and wake-ups: timers far in the future, so none fires while they are measured.
 FAR_DELAYS = (3600.0, 7200.0)
@@ -77,6 +88,16 @@ class Settings:
     huge: bool = False
     # Whether each variant's max_n applies (not when the sizes were asked for explicitly).
     capped: bool = True
+    # Counting instructions (suite.py --callgrind): the child does only the set-up and the
+    # `ops` operations, none of the extra passes (the traced one) that callgrind need not count.
+    counting: bool = False
+    # Random inputs drawn for the timed operations (their first `ops` are used): `ops` if this
+    # is fewer. suite.py --callgrind draws as many in its run of n and of 2n operations, so
+    # that drawing them cancels out of the difference.
+    drawn: int = 0
+
+    def draws(self) -> int:
+        return max(self.ops, self.drawn)
 
 
 DEFAULT = Settings()
@@ -90,6 +111,12 @@ QUICK = Settings(
     interval=0.2,
 )
 HUGE = 10_000_000
+# suite.py --callgrind: N = 20k (a set-up that takes seconds, not minutes, under callgrind), and
+# `ops` then 2 `ops` operations, whose difference is counted. Few enough operations that
+# asyncio's heap is not rebuilt in either run (it is once its cancelled handles are more than
+# half of it), as in the timed run at N = 1M.
+CALLGRIND = Settings(sizes=(20_000,), ops=5_000, counting=True)
+QUICK_CALLGRIND = Settings(sizes=(2_000,), ops=500, counting=True)
 
 
 @dataclass(frozen=True)
@@ -97,7 +124,8 @@ class Variant:
     """One contender in a scenario."""
 
     name: str
-    # The event loop the child runs: "asyncio", "uvloop", "trio", or "none" for no loop.
+    # The event loop the child runs: "asyncio", "uvloop", "trio", "none" for no loop, or
+    # aiowheel's wheel loop on either base, "asyncio+wheel" or "uvloop+wheel".
     loop: str
     # "pure" or "compiled" if the variant exercises aiowheel's wheel, else None (the child then
     # runs with the default selection).
@@ -160,6 +188,17 @@ class Scenario:
     measure: Callable[[Variant, int, Settings], dict[str, float | None]]
     # The sizes (and variants and settings at each) the scenario runs at.
     cases: Callable[[Scenario, Settings], list[Case]] = _per_size
+    # Whether `measure` times `settings.ops` operations after an untimed set-up, its "cpu"
+    # figure per operation: then suite.py --callgrind can count its instructions per operation.
+    countable: bool = False
+
+    def counted(self) -> Scenario:
+        """This scenario as ``suite.py --callgrind`` reports it: CPU instructions per
+        operation (the unit of its CPU figure), the ratios on them."""
+        cpu = next(metric for metric in self.metrics if metric.key == "cpu")
+        unit = cpu.header.rsplit("/", 1)[-1]
+        metric = Metric("instructions", f"instructions/{unit}", 1.0, 0)
+        return replace(self, metrics=(metric,), ratio_key="instructions")
 
 
 # -- helpers for the children ---------------------------------------------------------------
@@ -206,20 +245,16 @@ def _run(variant: Variant, main: Callable[[], Coroutine[Any, Any, T]]) -> T:
         import trio
 
         return trio.run(main)
-    if variant.loop == "uvloop":
-        import uvloop
-
-        loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    else:
-        loop = asyncio.new_event_loop()
+    loop = make_loop(variant.loop)
     asyncio.set_event_loop(loop)
     return loop.run_until_complete(main())
 
 
 @asynccontextmanager
 async def _scheduler(variant: Variant) -> AsyncIterator[Scheduler]:
-    """The running loop for the loop's own variants, a running aiowheel Timer otherwise."""
-    if variant.wheel is None:
+    """The running loop for the loops' own variants (the wheel loop's too), a running aiowheel
+    Timer otherwise."""
+    if variant.wheel is None or variant.loop.endswith("+wheel"):
         yield asyncio.get_running_loop()  # type: ignore[misc]
         return
     import aiowheel
@@ -299,8 +334,8 @@ def _churn(variant: Variant, n: int, settings: Settings) -> dict[str, Any]:
     rng = random.Random(settings.seed)
     ops = settings.ops
     initial = _uniform(n, *CHURN_DELAYS, rng)
-    keys = rng.choices(range(n), k=ops)
-    delays = _uniform(ops, *CHURN_DELAYS, rng)
+    keys = rng.choices(range(n), k=settings.draws())[:ops]
+    delays = _uniform(settings.draws(), *CHURN_DELAYS, rng)[:ops]
 
     async def main() -> dict[str, Any]:
         async with _scheduler(variant) as scheduler:
@@ -327,7 +362,7 @@ def _idle_touch(variant: Variant, n: int, settings: Settings) -> dict[str, Any]:
     rng = random.Random(settings.seed)
     ops = settings.ops
     keys = list(range(n))
-    touched = rng.choices(keys, k=ops)
+    touched = rng.choices(keys, k=settings.draws())[:ops]
 
     async def main() -> dict[str, Any]:
         loop = asyncio.get_running_loop()
@@ -642,6 +677,91 @@ def _floor(variant: Variant, n: int, settings: Settings) -> dict[str, Any]:
     return _run(variant, main)
 
 
+# -- 8. keepalive: idle connections at scale ---------------------------------------------------
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+def _keepalive(variant: Variant, n: int, settings: Settings) -> dict[str, Any]:
+    """First untraced: the peak RSS growth over the set-up of n connections and the timed
+    cycles, and the CPU per cycle; then (unless counting instructions) the same set-up again,
+    traced, for the heap per connection."""
+    cycled = random.Random(settings.seed).choices(range(n), k=settings.draws())[: settings.ops]
+    batches = [cycled[first : first + BATCH] for first in range(0, settings.ops, BATCH)]
+
+    async def connections(read: Callable[[], int], timed: bool) -> tuple[float, float | None]:
+        """Open n connections' timers; return the bytes per connection (``read()`` after the
+        set-up, less before) and, if ``timed``, the CPU per keepalive cycle."""
+        keys = range(n)
+        pings: list[Any] = [None] * n
+        idles: list[Any] = [None] * n
+        cpu = None
+        async with _scheduler(variant) as scheduler:
+            call_later = scheduler.call_later
+            gc.collect()
+            base = read()
+            if variant.api == "touch":
+                import aiowheel
+
+                assert isinstance(scheduler, aiowheel.Timer)
+                idle = aiowheel.IdleTimeouts(scheduler, IDLE_DELAY, _noop)
+                touch = idle.touch
+                with _untimed():
+                    for key in keys:
+                        pings[key] = call_later(PING_DELAY, _noop, key)
+                        touch(key)
+                per_connection = (read() - base) / n
+                if timed:
+                    start = time.process_time()
+                    for batch in batches:
+                        for key in batch:
+                            pings[key].cancel()
+                            pings[key] = call_later(PING_DELAY, _noop, key)
+                            touch(key)
+                        await asyncio.sleep(0)
+                    cpu = (time.process_time() - start) / settings.ops
+                idle.close()
+            else:
+                with _untimed():
+                    for key in keys:
+                        pings[key] = call_later(PING_DELAY, _noop, key)
+                        idles[key] = call_later(IDLE_DELAY, _noop, key)
+                per_connection = (read() - base) / n
+                if timed:
+                    start = time.process_time()
+                    for batch in batches:
+                        for key in batch:
+                            pings[key].cancel()
+                            pings[key] = call_later(PING_DELAY, _noop, key)
+                            idles[key].cancel()
+                            idles[key] = call_later(IDLE_DELAY, _noop, key)
+                        await asyncio.sleep(0)
+                    cpu = (time.process_time() - start) / settings.ops
+                for handle in idles:
+                    handle.cancel()
+            for handle in pings:
+                handle.cancel()
+            # Two passes of the loop: asyncio and uvloop free cancelled timers only in one.
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+        return per_connection, cpu
+
+    async def main() -> dict[str, Any]:
+        gc.collect()
+        rss_before = _rss_bytes()
+        _, cpu = await connections(_rss_bytes, timed=True)
+        rss_peak = (_peak_rss_bytes() - rss_before) / n
+        if settings.counting:
+            return {"cpu": cpu, "rss_peak": rss_peak}
+        tracemalloc.start()
+        heap, _ = await connections(_traced_bytes, timed=False)
+        return {"rss_peak": rss_peak, "heap": heap, "cpu": cpu}
+
+    return _run(variant, main)
+
+
 # -- the scenarios ---------------------------------------------------------------------------
 
 
@@ -710,6 +830,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             ("uvloop", "uvloop cancel + loop.call_later"),
         ),
         measure=_churn,
+        countable=True,
     ),
     Scenario(
         name="touch",
@@ -740,6 +861,7 @@ SCENARIOS: tuple[Scenario, ...] = (
             ("Timeout", "asyncio.Timeout.reschedule"),
         ),
         measure=_idle_touch,
+        countable=True,
     ),
     Scenario(
         name="memory",
@@ -755,11 +877,16 @@ SCENARIOS: tuple[Scenario, ...] = (
             "handle in the next pass, the wheel releases a handle at once. `IdleTimeouts` "
             "keeps a discarded key's entry until its filing comes due (up to the timeout "
             "later). "
-            "RSS is rarely given back to the OS, so it is shown for the pending timers only."
+            "RSS is rarely given back to the OS, so it is shown for the pending timers only. "
+            "The drop-in wheel loop's rows are the same `loop.call_at` on "
+            "`aiowheel.loop.new_event_loop()` (asyncio+wheel) or `new_uvloop_event_loop()` "
+            "(uvloop+wheel): a `LoopTimerHandle` each."
         ),
         variants=(
             Variant("asyncio TimerHandle", "asyncio"),
             Variant("uvloop TimerHandle", "uvloop"),
+            *_pair("asyncio+wheel LoopTimerHandle", "asyncio+wheel"),
+            *_pair("uvloop+wheel LoopTimerHandle", "uvloop+wheel"),
             *_pair("aiowheel TimerHandle", "asyncio"),
             *_pair("IdleTimeouts key", "asyncio", "touch"),
         ),
@@ -862,6 +989,52 @@ SCENARIOS: tuple[Scenario, ...] = (
         ratio_key="cpu",
         baselines=(("floor", "floor: d[key] = when"),),
         measure=_floor,
+    ),
+    Scenario(
+        name="keepalive",
+        title="8. Idle connections at scale: a keepalive ping and an idle timeout each",
+        doc=(
+            "N idle websocket-style connections, each with the two timers a server keeps for "
+            "it: a keepalive (a ping every 20 s, as websockets sends them) and an idle "
+            "timeout (60 s, pushed back whenever data arrives), both stretched 60 times (20 "
+            "min, 1 h) so that none comes due while measured, even under callgrind (how far "
+            "away a timer is costs nothing on these loops). "
+            "No sockets: only the timers are modelled, as churn models reschedules. On a "
+            "loop, each is a `loop.call_later(delay, callback, key)` (handles in two "
+            "preallocated lists) -- the same code on asyncio, uvloop and the wheel loop on "
+            "either base (`aiowheel.loop.new_event_loop()`, `new_uvloop_event_loop()`); "
+            "aiowheel's own API keeps the ping on a `Timer.call_later` and the idle timeouts "
+            "on an `IdleTimeouts` of the same Timer, one `touch` per packet. Then `ops` "
+            "keepalive cycles of random connections, one loop pass every "
+            f"{BATCH}: a cycle is the ping timer rescheduled (`cancel()` and a new "
+            "`call_later`, what its firing and re-arming costs the timers) and the pong's "
+            "arrival pushing back the idle timeout (`cancel()` and a new `call_later`, or "
+            "`touch`); every timer is far enough away not to fire while measured. Figures: "
+            "the peak RSS growth over the set-up and the cycles (untraced), the Python heap "
+            "(`tracemalloc`, the set-up again, traced) per connection, and the CPU per cycle "
+            "(`suite.py --callgrind`: CPU instructions per cycle). Not on trio, which has no "
+            "`call_later`: a connection's timers there are cancel scopes of a task per "
+            "connection, a different program."
+        ),
+        variants=(
+            Variant("asyncio loop.call_later", "asyncio", api="call_later"),
+            Variant("uvloop loop.call_later", "uvloop", api="call_later"),
+            *_pair("asyncio+wheel loop.call_later", "asyncio+wheel", "call_later"),
+            *_pair("uvloop+wheel loop.call_later", "uvloop+wheel", "call_later"),
+            *_pair("Timer.call_later + IdleTimeouts.touch", "asyncio", "touch"),
+        ),
+        metrics=(
+            Metric("rss_peak", "peak RSS B/conn", 1.0, 0),
+            Metric("heap", "heap B/conn", 1.0, 0),
+            Metric("cpu", "CPU µs/cycle", 1e6),
+        ),
+        ratio_key="heap",
+        baselines=(
+            ("asyncio", "asyncio loop.call_later"),
+            ("uvloop", "uvloop loop.call_later"),
+        ),
+        measure=_keepalive,
+        countable=True,
     ),
 )
 

@@ -56,17 +56,17 @@ import asyncio
 import dataclasses
 import json
 import random
-import re
 import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
+
+from _callgrind import per_operation
 
 import aiowheel
 from aiowheel.loop import WheelLoop, new_event_loop, new_uvloop_event_loop
@@ -76,6 +76,7 @@ PAIRS = [("asyncio", "asyncio+wheel"), ("uvloop", "uvloop+wheel")]
 
 
 def make_loop(variant: str) -> asyncio.AbstractEventLoop:
+    """A new loop of ``variant``: one of :data:`VARIANTS`."""
     if variant == "asyncio":
         return asyncio.new_event_loop()
     if variant == "uvloop":
@@ -84,7 +85,9 @@ def make_loop(variant: str) -> asyncio.AbstractEventLoop:
         return uvloop.new_event_loop()
     if variant == "uvloop+wheel":
         return new_uvloop_event_loop()
-    return new_event_loop()
+    if variant == "asyncio+wheel":
+        return new_event_loop()
+    raise ValueError(f"unknown loop variant {variant!r}; expected one of {', '.join(VARIANTS)}")
 
 
 async def short_await() -> None:
@@ -370,17 +373,14 @@ def report(results: dict[str, dict[str, Any]], args: argparse.Namespace) -> None
 CALLGRIND_WORKLOADS = {"churn": "churn", "app": "app1"}
 
 
-def instructions(args: argparse.Namespace, variant: str, workload: str, n: int) -> int:
-    """CPU instructions callgrind counts for a whole child run of ``workload`` at ``n``."""
-    with tempfile.TemporaryDirectory() as scratch:
-        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out"]
-        command += [sys.executable, __file__, "--child", variant, "-n", str(n)]
-        command += ["--workload", workload, "--longest-sleep", str(args.longest_sleep)]
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
-    match = re.search(r"Collected : (\d+)", done.stderr)
-    if match is None:
-        raise RuntimeError(f"no instruction count in callgrind's output:\n{done.stderr}")
-    return int(match.group(1))
+def _child_command(
+    args: argparse.Namespace, variant: str, workload: str
+) -> Callable[[int], list[str]]:
+    """The command that runs ``workload`` with ``n`` operations on ``variant`` in a child."""
+    return lambda n: [
+        *(sys.executable, __file__, "--child", variant, "-n", str(n)),
+        *("--workload", workload, "--longest-sleep", str(args.longest_sleep)),
+    ]
 
 
 def callgrind_report(args: argparse.Namespace, variants: list[str]) -> None:
@@ -396,11 +396,7 @@ def callgrind_report(args: argparse.Namespace, variants: list[str]) -> None:
     print("-" * len(header))
     for name, workload in CALLGRIND_WORKLOADS.items():
         per_op = {
-            variant: (
-                instructions(args, variant, workload, 2 * args.n)
-                - instructions(args, variant, workload, args.n)
-            )
-            / args.n
+            variant: per_operation(_child_command(args, variant, workload), args.n)
             for variant in variants
         }
         cells = []

@@ -32,14 +32,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
-import subprocess
 import sys
-import tempfile
 from collections import deque
 from collections.abc import Callable
 
 import suite
+from _callgrind import per_operation
 
 from aiowheel._impl import IMPLEMENTATIONS
 
@@ -136,17 +134,13 @@ def run_child(workload: str, n: int) -> None:
         loop.close()
 
 
-def instructions(implementation: str, workload: str, n: int) -> int:
-    """CPU instructions callgrind counts for a whole child run of ``workload`` at ``n``."""
-    environ = os.environ | {"AIOWHEEL_NO_EXTENSIONS": "1" if implementation == "pure" else ""}
-    with tempfile.TemporaryDirectory() as scratch:
-        command = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out"]
-        command += [sys.executable, __file__, "--child", workload, "-n", str(n)]
-        done = subprocess.run(command, capture_output=True, text=True, check=True, env=environ)
-    match = re.search(r"Collected : (\d+)", done.stderr)
-    if match is None:
-        raise RuntimeError(f"no instruction count in callgrind's output:\n{done.stderr}")
-    return int(match.group(1))
+def _child_command(workload: str) -> Callable[[int], list[str]]:
+    """The command that runs ``workload`` with ``n`` operations in a child."""
+    return lambda n: [sys.executable, __file__, "--child", workload, "-n", str(n)]
+
+
+def _environ(implementation: str) -> dict[str, str]:
+    return os.environ | {"AIOWHEEL_NO_EXTENSIONS": "1" if implementation == "pure" else ""}
 
 
 def callgrind_report(n: int, workloads: list[str], implementations: list[str]) -> None:
@@ -157,8 +151,8 @@ def callgrind_report(n: int, workloads: list[str], implementations: list[str]) -
     print("-" * len(header))
     for workload in workloads:
         cells = [
-            (instructions(name, workload, 2 * n) - instructions(name, workload, n)) / n
-            for name in implementations
+            per_operation(_child_command(workload), n, _environ(implementation))
+            for implementation in implementations
         ]
         print(f"{workload:<10}" + "".join(f"{cell:>12,.0f}" for cell in cells))
 

@@ -4,21 +4,32 @@
     python benchmarks/suite.py --quick      # a smoke run at N = 2k (about 30 s)
     python benchmarks/suite.py --scenarios churn touch --sizes 100000 --rounds 3
     python benchmarks/suite.py --huge       # memory also at 10M timers, for the wheel only
+    python benchmarks/suite.py --callgrind --scenarios keepalive   # instructions per cycle
+    python benchmarks/suite.py --scenarios keepalive --variants asyncio   # names containing it
 
-Seven scenarios (benchmarks/_scenarios.py says exactly what each measures): lifecycle, churn,
-idle touch, memory, lateness, idle wake-ups and the floor. Each variant runs at each size in a
+Eight scenarios (benchmarks/_scenarios.py says exactly what each measures): lifecycle, churn,
+idle touch, memory, lateness, idle wake-ups, the floor and keepalive (idle connections at
+scale). Each variant runs at each size in a
 fresh child process (this script with ``--child``), so none inherits another's heap; the pure
 and compiled wheels are chosen per child with ``AIOWHEEL_NO_EXTENSIONS``. With ``--rounds R``
 the variants alternate R times and the tables show medians.
 
 Prints one markdown table per scenario (figures and ratios side by side), then the headline and
-issue 5's targets, and writes ``results.md``, ``results.json`` and PNG plots (matplotlib, the
-``spark`` extra) to ``--out``: by default ``benchmarks/results`` for a full run; a ``--quick``
-run, or one narrowed with ``--scenarios`` or ``--sizes``, writes only where ``--out`` says, so
-it never replaces the full results. Progress goes to stderr.
+the targets of issues 5 and 30, and writes ``results.md``, ``results.json`` and PNG plots
+(matplotlib, the ``spark`` extra) to ``--out``: by default ``benchmarks/results`` for a full
+run; a ``--quick`` run, or one narrowed with ``--scenarios``, ``--sizes`` or ``--variants``,
+writes only where ``--out`` says, so it never replaces the full results. Progress goes to stderr.
 
 The machine may be shared and noisy: compare ratios within one run, not absolute figures across
 runs. Nothing here passes or fails on speed; the exit status is 1 only if a measurement failed.
+
+``--callgrind`` counts CPU instructions instead, for the scenarios that time a count of
+operations after an untimed set-up (churn, touch, keepalive): each variant's child runs under
+valgrind's callgrind with ``ops`` and with ``2 ops`` operations (by default N = 20k and 5k
+operations; with ``--quick`` N = 2k and 500), and the difference over ``ops`` is the
+instructions per operation (benchmarks/_callgrind.py, as ``bench_loop.py --callgrind``) -- the
+same count on a loaded machine as on an idle one. It prints the scenarios' tables only, and
+writes ``callgrind.json`` where ``--out`` says.
 """
 
 from __future__ import annotations
@@ -36,7 +47,9 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from _callgrind import per_operation
 from _report import (
+    TARGETS_TITLE,
     CaseResult,
     Results,
     headline_table,
@@ -48,9 +61,11 @@ from _report import (
     timer_lateness_table,
 )
 from _scenarios import (
+    CALLGRIND,
     DEFAULT,
     HUGE,
     QUICK,
+    QUICK_CALLGRIND,
     SCENARIO_NAMES,
     SCENARIOS,
     Case,
@@ -73,13 +88,17 @@ class ChildFailed(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.child is not None:
         print(run_child(args.child), flush=True)
         # Skip the interpreter's teardown: freeing millions of objects takes seconds and
         # measures nothing (the loops are left open for the same reason, see _scenarios._run).
         os._exit(0)
-    settings = QUICK if args.quick else DEFAULT
+    if args.callgrind:
+        settings = QUICK_CALLGRIND if args.quick else CALLGRIND
+    else:
+        settings = QUICK if args.quick else DEFAULT
     settings = replace(
         settings,
         sizes=tuple(args.sizes) if args.sizes else settings.sizes,
@@ -89,7 +108,12 @@ def main(argv: list[str] | None = None) -> int:
         capped=not args.sizes,
     )
     scenarios = [s for s in SCENARIOS if s.name in (args.scenarios or SCENARIO_NAMES)]
-    narrowed = args.quick or args.scenarios or args.sizes
+    if args.callgrind:
+        scenarios = [s.counted() for s in scenarios if s.countable]
+        if not scenarios:
+            countable = ", ".join(s.name for s in SCENARIOS if s.countable)
+            parser.error(f"--callgrind counts the instructions of {countable} only")
+    narrowed = args.quick or args.scenarios or args.sizes or args.variants or args.callgrind
     out: Path | None = args.out if args.out is not None else None if narrowed else RESULTS
     given = sys.argv[1:] if argv is None else argv
     results = Results(" ".join(["python benchmarks/suite.py", *given]), _environment(), {})
@@ -101,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         for case in scenario.cases(scenario, settings):
             variants = []
             for variant in case.variants:
+                if args.variants and not any(part in variant.name for part in args.variants):
+                    continue
                 why = _why_missing(variant)
                 if why is None:
                     variants.append(variant)
@@ -112,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 notes.append(f"N = {case.label}: aiowheel's variants only, so no ratios")
             cases.append(_run_case(scenario, case, variants, started))
+        if settings.counting:
+            notes.append(
+                f"instructions per operation: callgrind runs of {settings.ops:,} and "
+                f"{2 * settings.ops:,} operations after the same set-up, their difference "
+                f"over {settings.ops:,}"
+            )
         results.scenarios[scenario.name] = cases
         if scenario.name == "lateness":
             notes += _slack_notes(cases)
@@ -122,8 +154,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"- {note}")
     results.runtime = time.monotonic() - started
     results.environment["load_end"] = _load()
+    if settings.counting:
+        if out is not None:
+            out.mkdir(parents=True, exist_ok=True)
+            (out / "callgrind.json").write_text(results_json(results))
+            _progress(started, f"wrote callgrind.json to {out}")
+        _progress(started, "done")
+        return _exit_status(results)
     print(f"\n## Headline\n\n{headline_table(results)}")
-    print(f"\n## Targets (issue 5)\n\n{targets_table(results)}", flush=True)
+    print(f"\n## {TARGETS_TITLE}\n\n{targets_table(results)}", flush=True)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         plots = plot(results, out)
@@ -132,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         written = ", ".join(["results.md", "results.json", *plots])
         _progress(started, f"wrote {written} to {out}")
     _progress(started, "done")
+    return _exit_status(results)
+
+
+def _exit_status(results: Results) -> int:
     failed = any(case.errors for cases in results.scenarios.values() for case in cases)
     return 1 if failed else 0
 
@@ -151,12 +194,23 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help=f"run only these, of: {', '.join(SCENARIO_NAMES)}",
     )
+    parser.add_argument(
+        "--variants",
+        nargs="+",
+        metavar="TEXT",
+        help="run only the variants whose name contains one of these (e.g. 'uvloop+wheel')",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="rounds per case (medians shown)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the random delays and keys")
     parser.add_argument(
         "--huge", action="store_true", help=f"memory also at N = {HUGE:,} (wheel variants only)"
     )
     parser.add_argument("--out", type=Path, help="directory for results.md, .json and plots")
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="count CPU instructions per operation under callgrind (churn, touch, keepalive)",
+    )
     parser.add_argument("--child", metavar="SPEC", help=argparse.SUPPRESS)
     return parser
 
@@ -176,8 +230,9 @@ def _run_case(
             if rounds > 1:
                 where += f" round {round_index + 1}/{rounds}"
             _progress(started, f"{where}: {variant.name} ...")
+            measure = _count if case.settings.counting else _measure
             try:
-                samples[variant.name].append(_measure(scenario, variant, case))
+                samples[variant.name].append(measure(scenario, variant, case))
             except ChildFailed as exc:
                 result.errors[variant.name] = str(exc)
                 _progress(started, f"  failed: {exc}")
@@ -200,6 +255,23 @@ def _measure(scenario: Scenario, variant: Variant, case: Case) -> dict[str, floa
         raise ChildFailed(lines[-1])
     figures: dict[str, float | None] = json.loads(done.stdout.strip().splitlines()[-1])
     return figures
+
+
+def _count(scenario: Scenario, variant: Variant, case: Case) -> dict[str, float | None]:
+    """Instructions per operation of ``variant`` in ``case``: callgrind runs of its child with
+    ``ops`` and ``2 ops`` operations, both drawing ``2 ops`` random inputs (so that drawing them
+    cancels out)."""
+    ops = case.settings.ops
+
+    def command(count: int) -> list[str]:
+        settings = replace(case.settings, ops=count, drawn=2 * ops)
+        spec = child_spec(scenario, variant, replace(case, settings=settings))
+        return [sys.executable, __file__, "--child", spec]
+
+    try:
+        return {"instructions": per_operation(command, ops, child_env(variant))}
+    except RuntimeError as exc:
+        raise ChildFailed(str(exc)) from exc
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -229,8 +301,9 @@ _MISSING: dict[str, str | None] = {}
 
 def _why_missing(variant: Variant) -> str | None:
     """Why ``variant`` cannot run here (its loop is not installed, its wheel not built), or None."""
-    if variant.loop in ("uvloop", "trio") and importlib.util.find_spec(variant.loop) is None:
-        return f"{variant.loop} is not installed"
+    base = variant.loop.removesuffix("+wheel")
+    if base in ("uvloop", "trio") and importlib.util.find_spec(base) is None:
+        return f"{base} is not installed"
     if variant.wheel == "compiled":
         if "compiled" not in _MISSING:
             try:

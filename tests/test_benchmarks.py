@@ -8,7 +8,9 @@ speed belongs in the benchmark's own output.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-SCENARIOS = ["lifecycle", "churn", "touch", "memory", "lateness", "wakeups", "floor"]
+SCENARIOS = ["lifecycle", "churn", "touch", "memory", "lateness", "wakeups", "floor", "keepalive"]
 # Upper bound on the smoke run: it takes well under a minute on an idle machine, and this one
 # may be shared; the bound only stops a hung run.
 RUN_TIMEOUT = 300
@@ -40,7 +42,7 @@ def test_prints_a_table_per_scenario_then_headline_and_targets(
     stdout, _ = quick_run
     titles = [line for line in stdout.splitlines() if line.startswith("## ")]
     assert len(titles) == len(SCENARIOS) + 2
-    assert titles[-2:] == ["## Headline", "## Targets (issue 5)"]
+    assert titles[-2:] == ["## Headline", "## Targets (issues 5 and 30)"]
     for section in stdout.split("\n## ")[1:]:
         table = [line for line in section.splitlines() if line.startswith("| ")]
         assert len(table) >= 3, section  # header, rule, at least one row
@@ -66,9 +68,9 @@ def test_writes_results_json_markdown_and_plots(quick_run: tuple[str, Path]) -> 
         assert all(case["rows"] and not case["errors"] for case in cases)
     markdown = (out / "results.md").read_text()
     assert "## Headline" in markdown
-    assert "## Targets (issue 5)" in markdown
+    assert "## Targets (issues 5 and 30)" in markdown
     pytest.importorskip("matplotlib")
-    for plot in ("lifecycle.png", "churn.png", "memory.png", "lateness.png"):
+    for plot in ("lifecycle.png", "churn.png", "memory.png", "lateness.png", "keepalive.png"):
         assert (out / plot).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"]({plot})" in markdown
 
@@ -82,6 +84,98 @@ def test_pure_and_compiled_variants_ran_on_their_own_wheel(quick_run: tuple[str,
     assert any(variant.endswith(", pure") for variant in variants)
     if any("compiled wheel: built" in line for line in (out / "results.md").open()):
         assert any(variant.endswith(", compiled") for variant in variants)
+
+
+def _installed(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _expected_variants(names: list[str], compiled: bool) -> list[str]:
+    """``names`` without the variants this machine cannot run (uvloop, the compiled core)."""
+    return [
+        name
+        for name in names
+        if (_installed("uvloop") or "uvloop" not in name)
+        and (compiled or not name.endswith(", compiled"))
+    ]
+
+
+KEEPALIVE_VARIANTS = [
+    "asyncio loop.call_later",
+    "uvloop loop.call_later",
+    "asyncio+wheel loop.call_later, pure",
+    "asyncio+wheel loop.call_later, compiled",
+    "uvloop+wheel loop.call_later, pure",
+    "uvloop+wheel loop.call_later, compiled",
+    "Timer.call_later + IdleTimeouts.touch, pure",
+    "Timer.call_later + IdleTimeouts.touch, compiled",
+]
+
+
+def test_keepalive_every_variant_reports_memory_and_cpu_per_connection(
+    quick_run: tuple[str, Path],
+) -> None:
+    """Idle connections at scale: every loop, the wheel loop on both bases and both cores, and
+    the native API, each with a peak RSS, a heap and a CPU figure (their values are the
+    benchmark's business; a connection's two timers take some heap on every variant)."""
+    stdout, out = quick_run
+    results = json.loads((out / "results.json").read_text())
+    compiled = results["environment"]["compiled"] == "built"
+    (case,) = results["scenarios"]["keepalive"]
+    assert case["n"] == 2_000
+    assert list(case["rows"]) == _expected_variants(KEEPALIVE_VARIANTS, compiled)
+    for variant, row in case["rows"].items():
+        assert sorted(row) == ["cpu", "heap", "rss_peak"], variant
+        assert row["heap"] > 0, variant
+        assert row["cpu"] > 0, variant
+    table = stdout.split("## 8. Idle connections at scale")[1].split("\n## ")[0]
+    header = next(line for line in table.splitlines() if line.startswith("| N "))
+    for column in ("peak RSS B/conn", "heap B/conn", "CPU µs/cycle", "vs asyncio", "vs uvloop"):
+        assert column in header
+
+
+def test_memory_has_the_wheel_loop_on_both_bases(quick_run: tuple[str, Path]) -> None:
+    stdout, out = quick_run
+    results = json.loads((out / "results.json").read_text())
+    compiled = results["environment"]["compiled"] == "built"
+    (case,) = results["scenarios"]["memory"]
+    loop_variants = [
+        f"{base}+wheel LoopTimerHandle, {core}"
+        for base in ("asyncio", "uvloop")
+        for core in ("pure", "compiled")
+    ]
+    for variant in _expected_variants(loop_variants, compiled):
+        assert case["rows"][variant]["heap_pending"] > 0, variant
+    targets = stdout.split("## Targets (issues 5 and 30)")[1]
+    assert "issue 30: memory per pending asyncio+wheel timer" in targets
+
+
+@pytest.mark.skipif(shutil.which("valgrind") is None, reason="valgrind is not installed")
+def test_callgrind_counts_instructions_per_keepalive_cycle(tmp_path: Path) -> None:
+    """``--callgrind`` at the quick size, on one variant (two runs under callgrind take a
+    minute): a table of instructions per cycle, and callgrind.json with the figure."""
+    variant = "asyncio+wheel loop.call_later, pure"
+    command = [sys.executable, str(BENCHMARKS / "suite.py"), "--callgrind", "--quick"]
+    command += ["--scenarios", "keepalive", "--variants", variant, "--out", str(tmp_path)]
+    # Under callgrind the interpreter's start-up alone takes tens of seconds on a loaded machine.
+    timeout = 2 * RUN_TIMEOUT
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    header = next(line for line in done.stdout.splitlines() if line.startswith("| N "))
+    assert "instructions/cycle" in header
+    assert f"| {variant} " in done.stdout
+    assert "callgrind runs of 500 and 1,000 operations" in done.stdout
+    results = json.loads((tmp_path / "callgrind.json").read_text())
+    (case,) = results["scenarios"]["keepalive"]
+    assert list(case["rows"]) == [variant]
+    assert case["rows"][variant]["instructions"] > 0
+
+
+def test_callgrind_refuses_scenarios_it_cannot_count() -> None:
+    command = [sys.executable, str(BENCHMARKS / "suite.py"), "--callgrind", "--scenarios", "memory"]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--callgrind counts the instructions of churn, touch, keepalive only" in done.stderr
 
 
 def test_unknown_scenario_is_refused() -> None:

@@ -166,12 +166,14 @@ def test_construction_by_keyword_works_alike() -> None:
 
 @needs_compiled
 def test_entry_fields_are_member_descriptors_like_slots() -> None:
-    """So a Python subclass with __slots__ (TimerHandle) reads and writes them at slot speed;
-    the CPython fallback build keeps properties, which behave the same (see _ccpython.pxd)."""
-    for name in ("deadline", "payload", "_bucket"):
+    """So a Python subclass with __slots__ reads and writes them at slot speed; the CPython
+    fallback build keeps properties, which behave the same (see _ccpython.pxd). The deadline is
+    a property on both builds: a C double, not an object (see Entry in _cwheel.pxd)."""
+    for name in ("payload", "_bucket"):
         slot = type(vars(pure.Entry)[name])
         expected = types.GetSetDescriptorType if compiled.CPYTHON_FALLBACK else slot
         assert type(vars(compiled.Entry)[name]) is expected
+    assert type(vars(compiled.Entry)["deadline"]) is types.GetSetDescriptorType
 
 
 @needs_compiled
@@ -507,9 +509,10 @@ def test_deleted_entry_fields_raise_like_slots() -> None:
 @pytest.mark.implementation("compiled")
 def test_a_pending_compiled_handle_costs_at_most_its_budget_of_heap() -> None:
     """A bound in bytes, not a speed: tracemalloc counts exactly what the Python heap holds.
-    A pending ``call_at(when, callback, key)`` costs the handle (96 bytes: no GC header, the
-    key kept without a tuple), its float deadline (24) and its slot in a bucket list (8 plus
-    the list's over-allocation). A GC header back would add 16, a tuple per timer 48. The
+    A pending ``call_at(when, callback, key)`` costs the handle (88 bytes: no GC header, the
+    key kept without a tuple, the deadline a C double, the flags in the entry's index word) and
+    its slot in a bucket list (8 plus the list's over-allocation). A GC header back would add
+    16, a tuple per timer 48, a float deadline 24. The
     CPython fallback build (see _ccpython.pxd) keeps the header and shares no context snapshot:
     it is held to those 16 and a Context per timer more."""
     import contextvars
@@ -541,7 +544,7 @@ def test_a_pending_compiled_handle_costs_at_most_its_budget_of_heap() -> None:
             return per_timer
 
     per_timer = asyncio.run(main())
-    assert 96 + 24 + 8 + extra <= per_timer <= 136 + extra, per_timer
+    assert 88 + 8 + extra <= per_timer <= 100 + extra, per_timer
 
 
 @pytest.mark.implementation("compiled")
