@@ -35,7 +35,9 @@ import time
 from asyncio import format_helpers
 from collections.abc import Callable
 from heapq import heappop, heappush
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVarTuple, Unpack
+from itertools import repeat
+from operator import is_
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVarTuple, Unpack, cast
 
 from aiowheel._checks import (
     DELAY_NONE,
@@ -59,7 +61,7 @@ _Ts = TypeVarTuple("_Ts")
 WHEEL_TICKS = 2**50
 
 
-class LoopTimerHandle:
+class LoopTimerHandle(Entry[Callable[..., object]]):
     """The handle of a timer of a wheel-backed event loop.
 
     It has ``asyncio.TimerHandle``'s API -- ``when()``, ``cancel()``, ``cancelled()``,
@@ -67,55 +69,50 @@ class LoopTimerHandle:
     uvloop's handles are not. ``cancel()`` takes the timer off the wheel at once.
     """
 
-    __slots__ = (
-        "__weakref__",
-        "_args",
-        "_callback",
-        "_cancelled",
-        "_context",
-        "_core",
-        "_entry",
-        "_loop",
-        "_order",
-        "_repr",
-        "_source_traceback",
-        "_when",
-    )
+    # The handle is its own wheel entry (the wheel finds an entry by its add order, not by its
+    # __eq__, which is asyncio's here), and a pending timer costs this one object with slots:
+    # the callback is the entry's payload, one argument is kept without a tuple, timers made in
+    # the same context share one snapshot of it, what only debug mode or an unusual `when`
+    # needs sits in an _Extra, and the loop is read through the core. asyncio's private fields
+    # (_when, _callback, _args, _context, _loop, _cancelled, _source_traceback, _repr) are
+    # properties over these.
+    __slots__ = ("__weakref__", "_argument", "_core", "_ctx", "_extra", "_order")
 
-    # The time asked for (handle.when()); the entry's deadline is the same time as a float.
-    _when: float
-    _callback: Callable[..., object] | None
-    _args: tuple[Any, ...] | None
-    _context: contextvars.Context | None
-    # The loop the timer belongs to: its exception handler gets the callback's errors.
-    _loop: Any
-    _cancelled: bool
-    _source_traceback: Any
-    _repr: str | None
-    # The loop's core while the timer is pending; None once it ran or was cancelled.
-    _core: LoopCore | None
-    # The timer's place on the wheel (the pure wheel keys its buckets by entry, and a handle's
-    # equality is asyncio's, not identity: the handle cannot be its own entry, as the compiled
-    # one is). None once cancelled, once taken off the wheel into the core's near queue, or for
-    # a timer that never went on the wheel.
-    _entry: Entry[LoopTimerHandle] | None
+    # The callback's arguments: the one argument itself unless it is an exact tuple, else the
+    # tuple of them (so `_args` can tell: a tuple here is the tuple of arguments); _RELEASED
+    # once the timer ran, was cancelled or its loop closed.
+    _argument: Any
+    # The context the callback runs in: its own Context (given to call_later / call_at, or
+    # copied by get_context), or a _Snapshot its core shares among timers made in the same
+    # context, of which the callback gets a fresh copy; None once released.
+    _ctx: contextvars.Context | _Snapshot | None
+    # The loop's core while the timer is pending; None once it ran or its loop closed;
+    # _CANCELLED once cancelled, for good (cancelled() reads it).
+    _core: LoopCore | object | None
     # Scheduling order among all the core's timers: ties between equal deadlines by it.
     _order: int
+    # What few timers need: the time asked for when it is not the deadline itself (a number
+    # other than an int or a float), and the debug-mode fields. None for the others.
+    _extra: _Extra | None
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         raise TypeError("LoopTimerHandle is made by the loop's call_later / call_at")
 
     def when(self) -> float:
         """The time the callback is scheduled for, as asked (a float, or the number given)."""
-        return self._when
+        extra = self._extra
+        return self.deadline if extra is None else extra.when
 
     def cancelled(self) -> bool:
-        return self._cancelled
+        return self._core is _CANCELLED
 
     def get_context(self) -> contextvars.Context | None:
         """The context the callback runs in: the handle's own (a copy of a shared snapshot is
         made here, once, so that what a caller sets in it reaches no other timer)."""
-        return self._context
+        context = self._ctx
+        if type(context) is _Snapshot:
+            context = self._ctx = context.context.copy()
+        return context  # type: ignore[return-value]  # a Context or None from here
 
     def __reduce_ex__(self, protocol: SupportsIndex, /) -> NoReturn:
         """Refused, unlike asyncio's handle: a copy would share the timer's place on the wheel
@@ -126,32 +123,42 @@ class LoopTimerHandle:
         """Cancel the callback: at once the timer leaves the wheel and the callback and its
         arguments are released. Cancelling twice does nothing more; cancelling after it ran
         only marks it cancelled (its repr says so, as asyncio's)."""
-        if self._cancelled:
-            return
-        self._cancelled = True
         core = self._core
+        if core is _CANCELLED:
+            return
+        self._core = _CANCELLED
         if core is not None:
-            if core.debug:
+            if core.debug:  # type: ignore[attr-defined]
                 self._repr = repr(self)  # as asyncio: the repr it had, now that the callback goes
-            core._forget(self)
+            core._forget(self)  # type: ignore[attr-defined]
         elif self._repr is not None:
             self._repr = cancelled_repr(self._repr)  # it ran in debug mode: the repr it kept
-        _release(self)
+        self.payload = None
+        self._argument = _RELEASED
+        self._ctx = None
 
     def _run(self) -> None:
         """Run the callback in its context, as ``asyncio.Handle._run``: an exception goes to the
         loop's exception handler. The handle releases its callback, arguments and context first
         (see :class:`LoopCore`)."""
-        callback, args, context, loop = self._callback, self._args, self._context, self._loop
-        assert callback is not None and args is not None and context is not None  # pending
-        if self._repr is None and self._source_traceback is not None:
-            self._repr = repr(self)  # debug mode: the repr it had, now that the callback goes
+        callback, argument, context, core = self.payload, self._argument, self._ctx, self._core
+        assert callback is not None and isinstance(core, LoopCore)  # pending
+        loop = core.loop
+        if type(context) is _Snapshot:
+            context = context.context.copy()
+        extra = self._extra
+        if extra is not None and extra.repr is None and extra.source_traceback is not None:
+            extra.repr = repr(self)  # debug mode: the repr it had, now that the callback goes
         _release(self)
         try:
-            context.run(callback, *args)
+            if type(argument) is tuple:
+                context.run(callback, *argument)  # type: ignore[union-attr]
+            else:
+                context.run(callback, argument)  # type: ignore[union-attr]
         except (SystemExit, KeyboardInterrupt):
             raise
         except BaseException as exc:
+            args = argument if type(argument) is tuple else (argument,)
             report = {
                 "message": f"Exception in callback {_callback_source(callback, args)}",
                 "exception": exc,
@@ -161,21 +168,79 @@ class LoopTimerHandle:
                 report["source_traceback"] = self._source_traceback
             loop.call_exception_handler(report)
 
+    # asyncio's private fields, as asyncio's loops and handles read them.
+
+    @property
+    def _when(self) -> float:
+        return self.when()
+
+    @property
+    def _callback(self) -> Callable[..., object] | None:
+        return self.payload
+
+    @_callback.setter
+    def _callback(self, callback: Callable[..., object] | None) -> None:
+        self.payload = callback
+
+    @property
+    def _args(self) -> tuple[Any, ...] | None:
+        argument = self._argument
+        if argument is _RELEASED:
+            return None
+        return argument if type(argument) is tuple else (argument,)
+
+    @_args.setter
+    def _args(self, args: tuple[Any, ...] | None) -> None:
+        self._argument = _RELEASED if args is None else args
+
+    @property
+    def _context(self) -> contextvars.Context | None:
+        return self.get_context()
+
+    @property
+    def _loop(self) -> Any:
+        core = self._core
+        return core.loop if isinstance(core, LoopCore) else None
+
+    @property
+    def _cancelled(self) -> bool:
+        return self._core is _CANCELLED
+
+    @property
+    def _source_traceback(self) -> Any:
+        extra = self._extra
+        return None if extra is None else extra.source_traceback
+
+    @property
+    def _repr(self) -> str | None:
+        extra = self._extra
+        return None if extra is None else extra.repr
+
+    @_repr.setter
+    def _repr(self, value: str | None) -> None:
+        extra = self._extra
+        if extra is None:
+            extra = self._extra = _Extra(self.deadline, None)
+        extra.repr = value
+
     def _repr_info(self) -> list[str]:
         info = [type(self).__name__]
-        if self._cancelled:
+        cancelled = self._core is _CANCELLED
+        if cancelled:
             info.append("cancelled")
-        if self._callback is not None:
-            info.append(_callback_source(self._callback, self._args))
-        if self._source_traceback:
-            frame = self._source_traceback[-1]
+        if self.payload is not None:
+            info.append(_callback_source(self.payload, self._args))
+        traceback = self._source_traceback
+        if traceback:
+            frame = traceback[-1]
             info.append(f"created at {frame[0]}:{frame[1]}")
-        info.insert(2 if self._cancelled else 1, f"when={self._when}")
+        info.insert(2 if cancelled else 1, f"when={self._when}")
         return info
 
     def __repr__(self) -> str:
-        if self._repr is not None:
-            return self._repr
+        extra = self._extra
+        if extra is not None and extra.repr is not None:
+            return extra.repr
         return "<{}>".format(" ".join(self._repr_info()))
 
     def __hash__(self) -> int:
@@ -214,8 +279,42 @@ class LoopTimerHandle:
         )
 
 
+# A handle's _core once it was cancelled.
+_CANCELLED = object()
+# A handle's _argument once it let go of its arguments (None could be the one argument).
+_RELEASED = object()
+
 # The handles ours compare with: ours and asyncio's, as asyncio's compare with each other.
 _HANDLES = (LoopTimerHandle, asyncio.TimerHandle)
+
+# LoopTimerHandle(...) in two steps, as the core makes it (its __init__ refuses a caller).
+_new_handle = object.__new__
+_init_entry = Entry.__init__
+_copy_context = contextvars.copy_context
+
+
+class _Extra:
+    """What a few timers keep beside the others' fields (see ``LoopTimerHandle._extra``)."""
+
+    __slots__ = ("repr", "source_traceback", "when")
+
+    def __init__(self, when: float, source_traceback: Any) -> None:
+        # The time asked for (handle.when()): the deadline, or the number given.
+        self.when = when
+        # Debug mode: where call_later / call_at was called (asyncio's _source_traceback).
+        self.source_traceback = source_traceback
+        # Debug mode: the repr kept once the callback is released (asyncio's _repr).
+        self.repr: str | None = None
+
+
+class _Snapshot:
+    """A snapshot of a context that timers made in it share (see ``LoopCore._snapshot``): each
+    callback runs in a fresh copy, so what one sets reaches no other timer."""
+
+    __slots__ = ("context",)
+
+    def __init__(self, context: contextvars.Context) -> None:
+        self.context = context
 
 
 def _callback_source(callback: Callable[..., object], args: Any) -> str:
@@ -224,11 +323,22 @@ def _callback_source(callback: Callable[..., object], args: Any) -> str:
 
 
 def _release(timer: LoopTimerHandle) -> None:
-    """Let go of what a pending timer holds: it ran, was cancelled or its loop closed. Its loop
-    too: a spent handle kept by anyone (an exception handler's ``context["handle"]``) keeps no
-    loop alive."""
-    timer._callback = timer._args = timer._context = timer._loop = None
+    """Let go of what a pending timer holds: it ran or its loop closed (cancel() lets go
+    itself). Its loop too: a spent handle kept by anyone (an exception handler's
+    ``context["handle"]``) keeps no loop alive."""
+    timer.payload = None
+    timer._argument = _RELEASED
+    timer._ctx = None
     timer._core = None
+
+
+def _same_variables(current: contextvars.Context, snapshot: contextvars.Context) -> bool:
+    """Whether ``current`` holds the same variables as ``snapshot``, each set to the very same
+    object (not an equal one: values are compared by identity only, so no __eq__ runs)."""
+    if len(current) != len(snapshot):
+        return False
+    get = snapshot.get
+    return all(map(is_, current.values(), map(get, current.keys(), repeat(_RELEASED))))
 
 
 class ClockWatch:
@@ -282,6 +392,7 @@ class LoopCore:
     # Slots, as the compiled twin's fields (declared in _cloopcore.pxd): the same names on the
     # class, and no instance dict.
     __slots__ = (
+        "_snapshot",
         "advanced_to",
         "arm",
         "call_on_base",
@@ -320,7 +431,8 @@ class LoopCore:
         call_on_base: Callable[..., asyncio.TimerHandle],
     ) -> None:
         now = loop.time()
-        wheel: HierarchicalWheel[LoopTimerHandle] = HierarchicalWheel(tick, wheel_size, start=now)
+        wheel: HierarchicalWheel[Callable[..., object]]
+        wheel = HierarchicalWheel(tick, wheel_size, start=now)
         self.loop = loop
         self.arm = arm
         self.check_in_debug = check_in_debug
@@ -340,6 +452,11 @@ class LoopCore:
         self.near: list[tuple[float, int, LoopTimerHandle]] = []
         # The scheduling order the next timer gets.
         self.order = 0
+        # The snapshot of a context the last timer made without a context of its own got, for
+        # the next ones made while the current context holds the same variables (a context
+        # copied per timer is a quarter of asyncio's whole timer). None while no timer needs
+        # it: reset by every pass, so that it keeps no context's values alive for long.
+        self._snapshot: _Snapshot | None = None
         # Set by close(): asyncio's call_at refuses a closed loop, and so does schedule.
         self.closed = False
         # loop.get_debug(), kept by the loop's set_debug: read on every schedule.
@@ -449,20 +566,28 @@ class LoopCore:
         ``on_wheel``, else straight into the near queue."""
         # The checks asyncio's call_at makes (the base loop makes them for its own timers); a
         # closed loop was refused by call_later / call_at.
-        timer = LoopTimerHandle.__new__(LoopTimerHandle)
+        timer: LoopTimerHandle = _new_handle(LoopTimerHandle)
         if self.debug:
             self.check_in_debug(callback)
             # From the caller of call_later / call_at: this frame and theirs left out.
-            timer._source_traceback = format_helpers.extract_stack(sys._getframe(2))
+            timer._extra = _Extra(when, format_helpers.extract_stack(sys._getframe(2)))
+        elif when is deadline:
+            timer._extra = None
         else:
-            timer._source_traceback = None
-        timer._when = when
-        timer._callback = callback
-        timer._args = args
-        timer._context = contextvars.copy_context() if context is None else context
-        timer._loop = self.loop
-        timer._cancelled = False
-        timer._repr = None
+            timer._extra = _Extra(when, None)
+        _init_entry(timer, deadline, callback)
+        timer._argument = args[0] if len(args) == 1 and type(args[0]) is not tuple else args
+        if context is None:
+            current = _copy_context()
+            snapshot = self._snapshot
+            # Two empty contexts (the common case) are told apart from others without a call.
+            if snapshot is None or (
+                (current or snapshot.context) and not _same_variables(current, snapshot.context)
+            ):
+                snapshot = self._snapshot = _Snapshot(current)
+            timer._ctx = snapshot
+        else:
+            timer._ctx = context
         timer._core = self
         timer._order = order = self.order
         self.order = order + 1
@@ -478,10 +603,9 @@ class LoopCore:
                     self.wheel_reach = max(self.wheel_reach, now)
             # The routing keeps `deadline` finite and in the wheel's range: add's check is
             # redundant.
-            timer._entry = wheel.add_entry(Entry(deadline, timer))
+            wheel.add_entry(timer)
             self.wheel_timers += 1
         else:
-            timer._entry = None
             heappush(self.near, (deadline, order, timer))
             self.near_timers += 1
         if deadline < self.driver_when:
@@ -514,16 +638,15 @@ class LoopCore:
         return timer
 
     def _forget(self, handle: LoopTimerHandle) -> None:
-        """``handle`` was cancelled: take it off the wheel at once (unless it left the wheel)."""
-        entry = handle._entry
-        if entry is None:
-            return
-        handle._entry = None
-        emptied = self.wheel.remove_entry(entry)
-        if emptied is None:  # pragma: no cover - an entry that left the wheel has _entry None
+        """``handle`` was cancelled: take it off the wheel at once (unless it is in the near
+        queue, which drops it when it reaches the top)."""
+        emptied = self.wheel.remove_entry(handle)
+        if emptied is None:
             return
         self.cancelled += 1
         if emptied:
+            if not self.wheel and not self.near:
+                self._snapshot = None  # nothing pending: no context kept alive by the core
             # The last entry of its bucket: that may have been the bucket the driver is armed
             # for. Any other cancellation leaves the next deadline where it was.
             self._rearm()
@@ -541,7 +664,7 @@ class LoopCore:
         deadline in it is later), whichever is earlier; inf if the core holds no timer. Drops
         cancelled timers from the top of the queue."""
         near = self.near
-        while near and near[0][2]._cancelled:
+        while near and near[0][2]._core is _CANCELLED:
             heappop(near)
             self.cancelled += 1
         when = near[0][0] if near else math.inf
@@ -570,6 +693,7 @@ class LoopCore:
         """
         self.driver_when = math.inf
         self.driver_wakeups += 1
+        self._snapshot = None  # keep no context's values alive longer than a pass
         reach = now + 2 * self.wheel.tick
         self._take_near(self.wheel.advance_entries(reach))
         self.advanced_to = now
@@ -578,7 +702,7 @@ class LoopCore:
         due: list[LoopTimerHandle] = []
         while near and near[0][0] <= now:
             timer = heappop(near)[2]
-            if timer._cancelled:
+            if timer._core is _CANCELLED:
                 self.cancelled += 1
             else:
                 due.append(timer)
@@ -586,20 +710,15 @@ class LoopCore:
         self._rearm()
         return due
 
-    def _take_near(self, entries: list[Entry[LoopTimerHandle]]) -> None:
-        """Move ``entries``, just taken off the wheel, to the near queue."""
+    def _take_near(self, timers: list[Entry[Callable[..., object]]]) -> None:
+        """Move ``timers``, just taken off the wheel, to the near queue."""
         near = self.near
-        for entry in entries:
-            timer = entry.payload
-            assert timer is not None  # an entry that came out of the wheel keeps its payload
-            # Off the wheel: no handle -> entry -> handle cycle, and cancel has nothing to do.
-            entry.payload = None
-            timer._entry = None
-            heappush(near, (entry.deadline, timer._order, timer))
+        for timer in cast("list[LoopTimerHandle]", timers):
+            heappush(near, (timer.deadline, timer._order, timer))
 
     def pending(self) -> int:
         """Timers held and not cancelled: on the wheel or in the near queue."""
-        live = sum(not item[2]._cancelled for item in self.near)
+        live = sum(item[2]._core is not _CANCELLED for item in self.near)
         return len(self.wheel) + live
 
     def close(self) -> None:
@@ -609,16 +728,14 @@ class LoopCore:
         closed."""
         self.closed = True
         self.driver_when = math.inf
+        self._snapshot = None
         # Nothing calls the hooks once closed: call_later / call_at refuse first.
         self.loop = None
         self.arm = self.check_in_debug = self.call_on_base = None  # type: ignore[assignment]
         self.loop_time = self.clock = None
         for _, _, timer in self.near:
-            _release(timer)
+            if timer._core is not _CANCELLED:  # a cancelled one let go already, and stays so
+                _release(timer)
         self.near.clear()
-        # Dropping each entry's payload breaks the handle -> entry -> handle cycle, so the
-        # handles go now rather than at the next garbage collection.
-        for entry in self.wheel.remove_all():
-            assert entry.payload is not None  # a pending entry holds its handle
-            _release(entry.payload)
-            entry.payload = None
+        for timer in cast("list[LoopTimerHandle]", self.wheel.remove_all()):
+            _release(timer)

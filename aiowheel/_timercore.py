@@ -12,8 +12,15 @@ This module is the specification of that hot path; ``aiowheel/_ctimercore.pyx`` 
 compiled twin (the extension ``aiowheel._ctimercore``), with the same behaviour and error
 messages, and :mod:`aiowheel._impl` declares both (a Timer is made with either:
 ``Timer(implementation=...)``). Both run the whole test suite. Where the twin stores things
-differently (untracked handles, shared context snapshots), its docstring says why; nothing a user
-can observe differs.
+differently (untracked handles), its docstring says why; nothing a user can observe differs.
+
+Two ways both twins save a pending handle's memory, without anything observable changing: a
+callback with one argument keeps that argument, not a tuple of it (``_args`` still reads as the
+tuple), and handles scheduled from the same context share one snapshot of it
+(:class:`_Snapshot`), each callback running in a fresh copy -- the same values and the same
+isolation as asyncio's one copy per handle. Here the current context is copied at each call and
+compared with the last snapshot by its variables and the identity of their values (no
+``__eq__`` runs); the copy is dropped at once when they are the same.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ import contextvars
 import math
 from bisect import bisect_left
 from collections.abc import Callable
+from itertools import repeat
+from operator import is_
 from types import FunctionType
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -60,10 +69,15 @@ class TimerHandle(Entry[Callable[..., object]]):
     or pickling it raises TypeError.
     """
 
-    __slots__ = ("_args", "_cancelled", "_context", "_timer")
+    __slots__ = ("_argument", "_cancelled", "_context", "_timer")
 
-    _args: tuple[Any, ...]
-    _context: contextvars.Context | None
+    # The callback's arguments: the one argument itself unless it is an exact tuple, else the
+    # tuple of them (a tuple here is always the tuple of arguments); () once released. Read as
+    # a tuple through _args.
+    _argument: Any
+    # The context the callback runs in: the one given, or a snapshot its Timer shares among
+    # handles made in the same context (the callback gets a fresh copy); None once released.
+    _context: contextvars.Context | _Snapshot | None
     # The Timer while the handle is pending; None once it ran, was cancelled or the Timer closed.
     _timer: TimerCore | None
     _cancelled: bool
@@ -76,11 +90,16 @@ class TimerHandle(Entry[Callable[..., object]]):
         timer: TimerCore,
         context: contextvars.Context | None,
     ) -> None:
-        Entry.__init__(self, when, callback)
-        self._args = args
-        self._context = _copy_context() if context is None else context
+        _init_entry(self, when, callback)
+        self._argument = args[0] if len(args) == 1 and type(args[0]) is not tuple else args
+        self._context = timer._snapshot() if context is None else context
         self._timer = timer
         self._cancelled = False
+
+    @property
+    def _args(self) -> tuple[Any, ...]:
+        argument = self._argument
+        return argument if type(argument) is tuple else (argument,)
 
     def when(self) -> float:
         """The time (in the loop's clock) the callback is scheduled for."""
@@ -111,10 +130,33 @@ class TimerHandle(Entry[Callable[..., object]]):
         return f"<{type(self).__name__} when={self.deadline!r} {state} {self.payload!r}>"
 
 
-# TimerHandle(...) in two steps, for the scheduling hot path: type.__call__'s dispatch to
-# __init__ costs as much as the Python call itself in CPython 3.11.
+class _Snapshot:
+    """A snapshot of a context, shared by the handles scheduled in it (see the module
+    docstring): each callback runs in a fresh copy, so what one sets reaches no other."""
+
+    __slots__ = ("context",)
+
+    def __init__(self, context: contextvars.Context) -> None:
+        self.context = context
+
+
+def _same_variables(current: contextvars.Context, snapshot: contextvars.Context) -> bool:
+    """Whether ``current`` holds the same variables as ``snapshot``, each set to the very same
+    object (values compared by identity only, so no ``__eq__`` runs)."""
+    if len(current) != len(snapshot):
+        return False
+    get = snapshot.get
+    return all(map(is_, current.values(), map(get, current.keys(), repeat(_snapshot_absent))))
+
+
+# What _same_variables finds for a variable the snapshot lacks: no value is this object.
+_snapshot_absent = object()
+
+# A handle made in two steps, for the scheduling hot path: type.__call__'s dispatch to __init__
+# costs as much as the Python call itself in CPython 3.11; and TimerHandle.__init__'s body
+# written out there, one frame fewer.
 _new_handle = object.__new__
-_init_handle = TimerHandle.__init__
+_init_entry = Entry.__init__
 
 
 class TimerCore:
@@ -140,6 +182,7 @@ class TimerCore:
         "_armed_at",
         "_batch",
         "_cancelled_count",
+        "_last_snapshot",
         "_lateness",
         "_lateness_sum",
         "_max_lateness",
@@ -178,6 +221,11 @@ class TimerCore:
         # Its handles not run yet are pending still (their _timer is set): close() cancels
         # them too, should a callback of the batch close the Timer.
         self._batch: list[TimerHandle] | None = None
+        # The snapshot the last handle made without a context of its own got (see the module
+        # docstring), for the next ones made while the current context holds the same
+        # variables; None while nothing needs it (reset by every pass, so that it keeps no
+        # context's values alive for long).
+        self._last_snapshot: _Snapshot | None = None
 
     @property
     def tick(self) -> float:
@@ -233,9 +281,29 @@ class TimerCore:
         # check_callback's common case, a plain function that is no coroutine function, inline:
         if type(callback) is not FunctionType or callback.__code__.co_flags & COROUTINE_FLAGS:
             check_callback(callback, "call_later")
+        limit = self._max_pending
+        if limit is not None and len(self._wheel) >= limit:
+            raise pending_limit(len(self._wheel), limit)
+        # TimerHandle.__init__, inline (see _new_handle), and _file's filing.
         handle = _new_handle(TimerHandle)
-        _init_handle(handle, when, callback, args, self, context)
-        return self._add(handle)
+        _init_entry(handle, when, callback)
+        handle._argument = args[0] if len(args) == 1 and type(args[0]) is not tuple else args
+        if context is None:  # _snapshot(), inline
+            current = _copy_context()
+            snapshot = self._last_snapshot
+            if snapshot is None or (
+                (current or snapshot.context) and not _same_variables(current, snapshot.context)
+            ):
+                snapshot = self._last_snapshot = _Snapshot(current)
+            handle._context = snapshot
+        else:
+            handle._context = context
+        handle._timer = self
+        handle._cancelled = False
+        self._wheel.add_entry(handle)
+        if when < self._armed_at:
+            self._arm_for_new()
+        return handle
 
     def call_at(
         self,
@@ -260,9 +328,10 @@ class TimerCore:
         # check_callback's common case, a plain function that is no coroutine function, inline:
         if type(callback) is not FunctionType or callback.__code__.co_flags & COROUTINE_FLAGS:
             check_callback(callback, "call_at")
-        handle = _new_handle(TimerHandle)
-        _init_handle(handle, deadline, callback, args, self, context)
-        return self._add(handle)
+        limit = self._max_pending
+        if limit is not None and len(self._wheel) >= limit:
+            raise pending_limit(len(self._wheel), limit)
+        return self._file(TimerHandle(deadline, callback, args, self, context))
 
     def refile_at(
         self,
@@ -275,31 +344,41 @@ class TimerCore:
         refuses (see :meth:`aiowheel.Timer.refile_at`). RuntimeError if not running."""
         if not self.running:
             self._check_running()
-        handle = _new_handle(TimerHandle)
-        _init_handle(handle, check_deadline(when, "when"), callback, args, self, context)
+        handle = TimerHandle(check_deadline(when, "when"), callback, args, self, context)
         return self._file(handle)
 
     def __len__(self) -> int:
         """Timers and jobs pending in the wheel."""
         return len(self._wheel)
 
-    def _add(self, handle: TimerHandle) -> TimerHandle:
-        """File ``handle`` unless ``max_pending`` timers are pending already."""
-        limit = self._max_pending
-        if limit is not None and len(self._wheel) >= limit:
-            raise pending_limit(len(self._wheel), limit)
-        return self._file(handle)
-
     def _file(self, handle: TimerHandle) -> TimerHandle:
         """Put ``handle`` in the wheel, and arm the driver if it is now due earlier (the first
-        rule of arming, in the class docstring)."""
+        rule of arming, in the class docstring). call_later does the same inline."""
         self._wheel.add_entry(handle)
         if handle.deadline < self._armed_at:
-            next_deadline = self._wheel.next_deadline()
-            if next_deadline is not None and next_deadline < self._armed_at:
-                self._armed_at = next_deadline
-                self._arm(next_deadline)
+            self._arm_for_new()
         return handle
+
+    def _arm_for_new(self) -> None:
+        """A handle earlier than the time armed was filed: arm the wheel's next deadline if
+        that is earlier now."""
+        next_deadline = self._wheel.next_deadline()
+        if next_deadline is not None and next_deadline < self._armed_at:
+            self._armed_at = next_deadline
+            self._arm(next_deadline)
+
+    def _snapshot(self) -> contextvars.Context | _Snapshot:
+        """The context a handle made without one runs in: a snapshot of the current context,
+        shared with the handles made before it in the same variables (see the module
+        docstring)."""
+        current = _copy_context()
+        snapshot = self._last_snapshot
+        # Two empty contexts (the common case) are told apart from others without a call.
+        if snapshot is None or (
+            (current or snapshot.context) and not _same_variables(current, snapshot.context)
+        ):
+            snapshot = self._last_snapshot = _Snapshot(current)
+        return snapshot
 
     def _check_running(self) -> NoReturn:
         if self.closed:
@@ -313,6 +392,8 @@ class TimerCore:
         self._wheel.remove(handle)
         self._cancelled_count += 1
         self._release(handle)
+        if not self._wheel:
+            self._last_snapshot = None  # nothing pending: no context kept alive by the core
 
     def close(self) -> list[tuple[object, tuple[Any, ...]]]:
         """Stop: cancel every pending timer and return ``(callback, args)`` of each, in deadline
@@ -341,7 +422,7 @@ class TimerCore:
     @staticmethod
     def _release(handle: TimerHandle) -> None:
         handle.payload = None
-        handle._args = ()
+        handle._argument = ()
         handle._context = None
         handle._timer = None
 
@@ -373,6 +454,7 @@ class TimerCore:
         An interrupt (or an error of the clock) leaves with the rest of the batch back in the
         wheel, due at once."""
         self._armed_at = -_INF
+        self._last_snapshot = None  # keep no context's values alive longer than a pass
         now = self.time()
         due = cast("list[TimerHandle]", self._wheel.advance_entries(now))
         if not due:
@@ -396,13 +478,23 @@ class TimerCore:
                 self._lateness_sum += lateness
                 if lateness > self._max_lateness:  # noqa: PLR1730 -- cheaper than max()
                     self._max_lateness = lateness
-                callback, args, context = handle.payload, handle._args, handle._context
-                self._release(handle)
+                callback, argument, context = handle.payload, handle._argument, handle._context
+                # _release, inline.
+                handle.payload = None
+                handle._argument = ()
+                handle._context = None
+                handle._timer = None
                 try:
-                    context.run(callback, *args)  # type: ignore[union-attr, arg-type]
+                    if type(context) is _Snapshot:
+                        context = context.context.copy()
+                    if type(argument) is tuple:
+                        context.run(callback, *argument)  # type: ignore[union-attr, arg-type]
+                    else:
+                        context.run(callback, argument)  # type: ignore[union-attr, arg-type]
                 except (SystemExit, KeyboardInterrupt):
                     raise
                 except BaseException as exc:  # as asyncio's Handle._run
+                    args = argument if type(argument) is tuple else (argument,)
                     self._report(callback, args, exc, handle)
         except BaseException:
             # SystemExit or KeyboardInterrupt from a callback (or an error of the clock): the

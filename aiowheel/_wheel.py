@@ -25,8 +25,10 @@ Structure (level ``n`` has ``wheel_size`` slots, each ``wheel_size ** n`` ticks 
 * an entry goes to the lowest level whose range ``[current, current + wheel_size * width)``
   holds its tick deadline ``q``; there ``virtual_id = q // width``, ``slot = virtual_id %
   wheel_size`` and the bucket expires at ``virtual_id * width`` ticks;
-* a bucket is a ``dict`` used as an insertion-ordered set, so add and remove are O(1) and a
-  removed entry is released at once (no tombstones);
+* a bucket is a ``dict`` from each entry's add order to the entry, so add and remove are O(1),
+  a removed entry is released at once (no tombstones), and an entry is found by its identity,
+  not by its ``__eq__`` (a subclass -- the loop's handle -- may compare as asyncio's handles
+  do);
 * the expirations of non-empty buckets sit in a heap (the role of Kafka's ``DelayQueue``), one
   heap item per bucket per rotation rather than per entry, so ``next_deadline`` never walks
   empty slots.
@@ -66,11 +68,12 @@ __all__ = ["Entry", "HierarchicalWheel", "ceil_ticks", "floor_ticks"]
 P = TypeVar("P")
 E = TypeVar("E", bound="Entry[Any]")
 
-# A bucket: the entries of one slot, in the order they were filed there. The value is unused.
-_Bucket = dict["Entry[Any]", None]
+# A bucket: the entries of one slot, each under its add order (its _seq), in the order they were
+# filed there.
+_Bucket = dict[int, "Entry[Any]"]
 
 _order = attrgetter("deadline", "_seq")
-_ABSENT = object()
+_ceil = math.ceil
 
 
 def ceil_ticks(t: float, tick: float) -> int:
@@ -114,18 +117,19 @@ class Entry(Generic[P]):
     been removed it is inert: it keeps ``deadline`` but drops its payload.
     """
 
-    __slots__ = ("_bucket", "_seq", "_ticks", "deadline", "payload")
+    __slots__ = ("_bucket", "_seq", "deadline", "payload")
 
     deadline: float
     payload: P | None
-    # The deadline rounded up to whole ticks, ceil_ticks(deadline, tick): the smallest q with
-    # q * tick >= deadline. Set when filed; only the wheel reads or writes it.
-    _ticks: int
-    # Add order, below the wheel's _seq; ties between equal deadlines are broken by it.
+    # Add order, below the wheel's _seq; ties between equal deadlines are broken by it, and the
+    # entry's key in its bucket. Set when filed. The entry's tick, ceil_ticks(deadline, tick),
+    # is not kept: the wheel computes it again where it needs it (a cascade), which costs less
+    # than an int object per pending entry.
     _seq: int
     # The bucket this entry was last filed in; None before filing and after remove. An entry
     # that came out of advance still points at its (since emptied or reused) bucket: it is
-    # pending iff it is in that bucket. This spares advance a store per fired entry.
+    # pending iff that bucket holds it under its _seq. This spares advance a store per fired
+    # entry.
     _bucket: _Bucket | None
 
     def __init__(self, deadline: float, payload: P) -> None:
@@ -138,7 +142,7 @@ class Entry(Generic[P]):
     def pending(self) -> bool:
         """True while the entry sits in its wheel: neither returned by ``advance`` nor removed."""
         bucket = self._bucket
-        return bucket is not None and self in bucket
+        return bucket is not None and bucket.get(self._seq) is self
 
     def __repr__(self) -> str:
         state = "pending" if self.pending else "done"
@@ -161,8 +165,8 @@ class _Level:
         # level moves with level 0); never decreases.
         self.current = start - start % width
         # The entries of each slot. An entry with tick q sits in slot (q // width) % wheel_size,
-        # its bucket expires at q - q % width, strictly after level 0's clock and before
-        # current + span, and its _bucket is that dict.
+        # under its _seq; its bucket expires at q - q % width, strictly after level 0's clock
+        # and before current + span, and its _bucket is that dict.
         self.buckets: list[_Bucket] = [{} for _ in range(wheel_size)]
         # Expiration (ticks) each bucket was last queued with on the heap; None when not queued.
         # A bucket is on the heap, once, iff its expiration is not None; a non-empty bucket is
@@ -287,12 +291,22 @@ class HierarchicalWheel(Generic[P]):
         can be filed once.
         """
         bucket = entry._bucket
-        if bucket is not None and entry in bucket:
+        if bucket is not None and bucket.get(entry._seq) is entry:
             raise already_pending(entry)
-        entry._ticks = ceil_ticks(entry.deadline, self.tick)
+        # q = ceil_ticks(entry.deadline, self.tick), inline: every timer's path, where the call
+        # costs a tenth of the add.
+        t, tick = entry.deadline, self.tick
+        ratio = t / tick
+        if not -MAX_TICKS < ratio < MAX_TICKS:  # NaN fails it too
+            raise out_of_range("deadline", t, tick)
+        q = _ceil(ratio)
+        if q * tick < t:
+            q += 1
+        elif (q - 1) * tick >= t:
+            q -= 1
         entry._seq = seq = self._seq
         self._seq = seq + 1
-        self._file(entry)
+        self._file(entry, q)
         self._len += 1
         return entry
 
@@ -304,7 +318,8 @@ class HierarchicalWheel(Generic[P]):
         # remove_entry's body, not a call to it: this is every cancellation's path, and a call
         # costs a fifth more here.
         bucket = entry._bucket
-        if bucket is None or bucket.pop(entry, _ABSENT) is _ABSENT:
+        # An add order is never reused by a wheel: the entry filed under this one is this entry.
+        if bucket is None or bucket.pop(entry._seq, None) is None:
             return False
         entry._bucket = None
         entry.payload = None
@@ -325,7 +340,7 @@ class HierarchicalWheel(Generic[P]):
         No heap work is done here: a removal costs the same whatever it returns.
         """
         bucket = entry._bucket
-        if bucket is None or bucket.pop(entry, _ABSENT) is _ABSENT:
+        if bucket is None or bucket.pop(entry._seq, None) is None:
             return None
         entry._bucket = None
         entry.payload = None
@@ -376,7 +391,7 @@ class HierarchicalWheel(Generic[P]):
         """
         now_ticks = floor_ticks(check_clock(now, "now"), self.tick)
         due = self._due
-        batch: list[Entry[P]] = list(due)
+        batch: list[Entry[P]] = list(due.values())
         due.clear()
         heap = self._heap
         levels = self._levels
@@ -391,16 +406,17 @@ class HierarchicalWheel(Generic[P]):
                 lvl.advance_to(expiration)
             if index == 0:
                 # Emptied in place: the fired entries keep pointing at it (see Entry._bucket).
-                batch.extend(bucket)
+                batch.extend(bucket.values())
                 bucket.clear()
             else:
                 # A fresh dict, so that re-filing can never land in the bucket being flushed.
                 level.buckets[slot] = {}
-                for entry in bucket:
-                    self._file(entry)
+                tick = self.tick
+                for entry in bucket.values():
+                    self._file(entry, ceil_ticks(entry.deadline, tick))
                 # Cascaded entries whose tick has come went to self._due.
                 if due:
-                    batch.extend(due)
+                    batch.extend(due.values())
                     due.clear()
         for lvl in levels:
             lvl.advance_to(now_ticks)
@@ -417,12 +433,12 @@ class HierarchicalWheel(Generic[P]):
         O(n). Payloads stay attached: the caller owns them from here on. The clock and the
         levels are kept.
         """
-        batch: list[Entry[P]] = list(self._due)
+        batch: list[Entry[P]] = list(self._due.values())
         self._due.clear()
         for level in self._levels:
             for slot, bucket in enumerate(level.buckets):
                 if bucket:
-                    batch.extend(bucket)
+                    batch.extend(bucket.values())
                     level.buckets[slot] = {}
         self._heap.clear()
         for level in self._levels:
@@ -440,12 +456,13 @@ class HierarchicalWheel(Generic[P]):
         reported as ``(0, slot of the clock's tick)``: it comes out at the next ``advance``.
         """
         bucket = entry._bucket
-        if bucket is None or entry not in bucket:
+        if bucket is None or bucket.get(entry._seq) is not entry:
             return None
         if bucket is self._due:
             return (0, self._levels[0].current % self.wheel_size)
+        q = ceil_ticks(entry.deadline, self.tick)
         for level in self._levels:
-            slot = (entry._ticks // level.width) % self.wheel_size
+            slot = (q // level.width) % self.wheel_size
             if level.buckets[slot] is bucket:
                 return (level.index, slot)
         raise AssertionError(f"{entry!r} is in no bucket of its wheel")  # pragma: no cover
@@ -469,12 +486,12 @@ class HierarchicalWheel(Generic[P]):
         wheel_size, levels = self.wheel_size, self._levels
         clock = levels[0].current
         pending = len(self._due)
-        for entry in self._due:
-            self._check_entry(entry)
+        for key, entry in self._due.items():
+            q = self._check_entry(key, entry)
             if entry._bucket is not self._due:
                 raise AssertionError(f"{entry!r} is in the due bucket, its _bucket is another")
-            if entry._ticks > clock:
-                raise AssertionError(f"{entry!r} is due before its tick {entry._ticks}")
+            if q > clock:
+                raise AssertionError(f"{entry!r} is due before its tick {q}")
         queued = set()
         for index, level in enumerate(levels):
             width = wheel_size**index
@@ -491,12 +508,16 @@ class HierarchicalWheel(Generic[P]):
                     queued.add((expiration, index, slot))
                 elif bucket:
                     raise AssertionError(f"bucket ({index}, {slot}) holds entries, not queued")
-                for entry in bucket:
+                for key, entry in bucket.items():
                     pending += 1
-                    self._check_entry(entry)
-                    q = entry._ticks
+                    q = self._check_entry(key, entry)
                     if entry._bucket is not bucket:
                         raise AssertionError(f"{entry!r} is in ({index}, {slot}), not its _bucket")
+                    if expiration is not None and not expiration <= q < expiration + width:
+                        last = expiration + width - 1
+                        raise AssertionError(
+                            f"{entry!r} is filed at ticks {expiration} to {last}, its tick is {q}"
+                        )
                     if q // width % wheel_size != slot:
                         raise AssertionError(f"{entry!r} at tick {q} is in slot {slot}")
                     start = q - q % width
@@ -510,22 +531,23 @@ class HierarchicalWheel(Generic[P]):
         if self._len != pending:
             raise AssertionError(f"len is {self._len} but {pending} entries are filed")
 
-    def _check_entry(self, entry: Entry[Any]) -> None:
-        q = ceil_ticks(entry.deadline, self.tick)
-        if entry._ticks != q:
-            raise AssertionError(f"{entry!r} is filed at tick {entry._ticks}, its tick is {q}")
+    def _check_entry(self, key: int, entry: Entry[Any]) -> int:
+        """Check a filed entry's add order and the key it is filed under; return its tick."""
+        if key != entry._seq:
+            raise AssertionError(f"{entry!r} is filed under {key}, its add order is {entry._seq}")
         if not 0 <= entry._seq < self._seq:
             raise AssertionError(f"{entry!r} has add order {entry._seq}, the next is {self._seq}")
+        return ceil_ticks(entry.deadline, self.tick)
 
     # -- placement ----------------------------------------------------------------------------
 
-    def _file(self, entry: Entry[Any]) -> None:
-        """Put ``entry`` in the lowest level whose range holds its tick (Kafka's ``add``)."""
-        q = entry._ticks
+    def _file(self, entry: Entry[Any], q: int) -> None:
+        """Put ``entry`` in the lowest level whose range holds its tick ``q`` (Kafka's
+        ``add``)."""
         levels = self._levels
         level = levels[0]
         if q <= level.current:
-            self._due[entry] = None
+            self._due[entry._seq] = entry
             entry._bucket = self._due
             return
         if q >= level.current + level.span:
@@ -537,7 +559,7 @@ class HierarchicalWheel(Generic[P]):
         virtual_id = q // level.width
         slot = virtual_id % self.wheel_size
         bucket = level.buckets[slot]
-        bucket[entry] = None
+        bucket[entry._seq] = entry
         entry._bucket = bucket
         expiration = virtual_id * level.width
         if level.expirations[slot] != expiration:

@@ -65,7 +65,7 @@ import math
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from functools import partial
-from types import TracebackType
+from types import CoroutineType, TracebackType
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -282,12 +282,19 @@ class Job(Generic[T]):
             if isinstance(exc, (SystemExit, KeyboardInterrupt)):
                 raise
             return
-        if inspect.iscoroutine(result):
+        if isinstance(result, CoroutineType):  # inspect.iscoroutine, without its frame
             self._task = self._owner._backend.spawn(
                 partial(self._run, result), contextvars.copy_context()
             )
-        else:
-            self._finish(_FINISHED, result)
+            return
+        # self._finish(_FINISHED, result), inline: every plain job ends here.
+        self._state = _FINISHED
+        self._outcome = result
+        self._cancelled = False
+        self._fn = _nothing
+        self._fn_args = ()
+        if self._done is not None:
+            self._done.set()
 
     async def _run(self, coro: Coroutine[Any, Any, T]) -> None:
         try:
@@ -384,6 +391,11 @@ class Job(Generic[T]):
 
 # What a Job's wheel entry calls, with the job as its argument.
 _START_JOB = Job._start
+
+# Job(...) in two steps, for schedule's hot path: type.__call__'s dispatch to __init__ costs as
+# much as the Python call itself in CPython 3.11 (the cores make their handles the same way).
+_new_job = object.__new__
+_init_job = Job.__init__
 
 
 def _nothing(*args: Any) -> None:
@@ -554,7 +566,14 @@ class Timer:
             self._check_running()
         if not callable(fn):
             raise TypeError(f"a callable object was expected by schedule(), got {fn!r}")
-        job: Job[Any] = Job(fn, args, self)
+        # Job(fn, args, self), its __init__ inline: the hot path of jobs.
+        job: Job[Any] = _new_job(Job)
+        job._fn = fn
+        job._fn_args = args
+        job._owner = self
+        job._state = _PENDING
+        job._outcome = job._done = job._task = None
+        job._cancelled = job._retrieved = False
         # New work, which max_pending may refuse (the job is then dropped unseen). The entry's
         # callback is the plain function Job._start with the job as its argument: no bound
         # method to make, and how aclose() tells jobs' entries.
@@ -568,7 +587,8 @@ class Timer:
             self._check_running()
         if not callable(fn):
             raise TypeError(f"a callable object was expected by schedule_at(), got {fn!r}")
-        job: Job[Any] = Job(fn, args, self)
+        job: Job[Any] = _new_job(Job)
+        _init_job(job, fn, args, self)
         job._handle = self.call_at(when, _START_JOB, job)  # as in schedule
         return job
 

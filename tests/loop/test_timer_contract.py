@@ -371,3 +371,53 @@ def test_short_timers_keep_the_base_loops_precision() -> None:
     run_for(loop, 0.01)
     loop.close()
     assert ran_at == [handle.when()]  # the heap's exact time, not rounded up to a tick
+
+
+def test_a_pending_timer_adds_at_most_one_object_for_the_collector(loop: WheelLoop) -> None:
+    """Issue 30: the pure handle is its own wheel entry, keeps one argument without a tuple and
+    shares its context snapshot (the compiled handle is not tracked at all); the pure core made
+    four tracked objects per timer before."""
+    loop.call_later(3600, print).cancel()  # the wheel's levels for an hour, made beforehand
+    handles: list[asyncio.TimerHandle | None] = [None] * 200
+    gc.collect()
+    before = len(gc.get_objects())
+    for i in range(200):
+        handles[i] = loop.call_later(3600 + i / 1000, print, i + 10_000)
+    assert len(gc.get_objects()) - before <= 200 + 10  # + the snapshot, a bucket's heap item
+    for handle in handles:
+        assert handle is not None
+        handle.cancel()
+
+
+def test_timers_equal_as_asyncio_compares_them_keep_their_own_place(loop: WheelLoop) -> None:
+    seen: list[str] = []
+    when = loop.time() + 0.05
+    first = loop.call_at(when, seen.append, "second")
+    second = loop.call_at(when, seen.append, "second")
+    assert first == second  # asyncio's equality: the same when, callback and arguments
+    first.cancel()
+    run_until(loop, lambda: bool(seen))
+    assert seen == ["second"]
+    assert first.cancelled()
+    assert not second.cancelled()
+
+
+def test_timers_of_contexts_with_equal_values_see_their_own(loop: WheelLoop) -> None:
+    """Timers made in the same variables share a context snapshot: the same values means the
+    same objects, never equal ones (no __eq__ runs, and each sees what its caller set)."""
+
+    class Touchy:
+        def __eq__(self, other: object) -> bool:
+            raise AssertionError("a context value was compared")
+
+        __hash__ = object.__hash__
+
+    var: contextvars.ContextVar[object] = contextvars.ContextVar("var")
+    seen: list[object] = []
+    values = [{}, {}, Touchy(), Touchy()]
+    for value in values:
+        context = contextvars.copy_context()
+        context.run(var.set, value)
+        context.run(loop.call_later, 0.01, lambda: seen.append(var.get()))
+    run_until(loop, lambda: len(seen) == len(values))
+    assert [id(value) for value in seen] == [id(value) for value in values]

@@ -260,3 +260,19 @@ async def test_many_awaiters_of_one_job() -> None:
             for _ in range(3):
                 group.start_soon(wait_for, job)
     assert results == [9, 9, 9]
+
+
+async def test_a_pending_job_adds_at_most_two_objects_for_the_collector() -> None:
+    """Issue 30: a job and its wheel handle; the handle keeps the job without a tuple and shares
+    its context snapshot (the compiled handle is not tracked at all). The pure core made four
+    tracked objects per job before."""
+    async with Timer() as timer:
+        timer.schedule(3600, noop).cancel()  # the wheel's levels for an hour, made beforehand
+        jobs: list[Any] = [None] * 200
+        gc.collect()
+        before = len(gc.get_objects())
+        for i in range(200):
+            jobs[i] = timer.schedule(3600 + i / 1000, noop)
+        assert len(gc.get_objects()) - before <= 2 * 200 + 10  # + the snapshot, a heap item
+        for job in jobs:
+            job.cancel()
