@@ -384,9 +384,9 @@ class LoopCore:
     ``_source_traceback``, ``_repr``), but is not an ``asyncio.TimerHandle``, as uvloop's are
     not. ``cancel()`` takes its timer off the wheel at once, without calling the loop. A handle
     that ran, was cancelled or was dropped by :meth:`close` lets go of its callback, arguments
-    and context (``get_context()`` is None then), and copying or pickling one is refused. How a
-    handle holds its place on the wheel is the twin's own (the compiled handle is its wheel
-    entry; the pure one holds an :class:`~aiowheel._wheel.Entry`).
+    and context (``get_context()`` is None then), and copying or pickling one is refused. On both
+    twins a handle is its own wheel entry (a subclass of the twin's
+    :class:`~aiowheel._wheel.Entry`): one object per pending timer.
     """
 
     # Slots, as the compiled twin's fields (declared in _cloopcore.pxd): the same names on the
