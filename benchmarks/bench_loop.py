@@ -64,7 +64,12 @@ import time
 import tracemalloc
 from collections import deque
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
+
+# The benchmarks' own helper modules sit beside this script: found also where Python leaves the
+# script's directory off sys.path (PYTHONSAFEPATH=1, as in the test command's fallback-build run).
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _callgrind import per_operation
 

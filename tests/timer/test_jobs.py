@@ -13,6 +13,7 @@ import pytest
 from support import HANG, TICK, Boom, assert_on_time, boom, cancellation, is_virtual, noop
 
 from aiowheel import Timer
+from aiowheel._impl import CPYTHON_FALLBACK
 
 # Every test on both implementations (the `implementation` fixture, see conftest.py).
 pytestmark = [pytest.mark.anyio, pytest.mark.usefixtures("implementation")]
@@ -262,10 +263,14 @@ async def test_many_awaiters_of_one_job() -> None:
     assert results == [9, 9, 9]
 
 
-async def test_a_pending_job_adds_at_most_two_objects_for_the_collector() -> None:
+async def test_a_pending_job_adds_at_most_two_objects_for_the_collector(
+    implementation: str,
+) -> None:
     """Issue 30: a job and its wheel handle; the handle keeps the job without a tuple and shares
     its context snapshot (the compiled handle is not tracked at all). The pure core made four
-    tracked objects per job before."""
+    tracked objects per job before. The CPython fallback build's compiled handle is tracked and
+    gets a context copy of its own (no shared snapshots there): three."""
+    per_job = 3 if implementation == "compiled" and CPYTHON_FALLBACK else 2
     async with Timer() as timer:
         timer.schedule(3600, noop).cancel()  # the wheel's levels for an hour, made beforehand
         jobs: list[Any] = [None] * 200
@@ -273,6 +278,6 @@ async def test_a_pending_job_adds_at_most_two_objects_for_the_collector() -> Non
         before = len(gc.get_objects())
         for i in range(200):
             jobs[i] = timer.schedule(3600 + i / 1000, noop)
-        assert len(gc.get_objects()) - before <= 2 * 200 + 10  # + the snapshot, a heap item
+        assert len(gc.get_objects()) - before <= per_job * 200 + 10  # + the snapshot, a heap item
         for job in jobs:
             job.cancel()
