@@ -20,8 +20,10 @@ each page's earliest wake-up, so:
   keeps the page's new earliest wake-up;
 * a visit with input must find its keys, wherever they live: it reads every page of the shard
   (in bulk: one pass of the map's iterator), visits the keys with new events and the due ones,
-  moves each key it visited to the page of its new wake-up, and writes only the pages that
-  changed.
+  and writes only the pages that changed. A key it visited moves to the page of its new wake-up
+  if that page is written anyway (:data:`MOVE_SHARE`); else it stays in its page, which the
+  visit writes anyway: most keys of a micro-batch go to the few pages of its new wake-ups,
+  while a late event does not rewrite a full page for one key.
 
 The index row, field for field (:data:`INDEX_FIELDS`):
 
@@ -82,6 +84,11 @@ PAGE_FIELDS = ("keys",)
 # Pages across the shortest timeout: enough that the keys of one page come due within a small
 # part of a timeout, few enough that a visit with input writes few pages (one state call each).
 SLOTS_PER_TIMEOUT: Final = 16
+# A key a visit with input changes moves to the page of its new wake-up only if that page is
+# written anyway: new, already changing, or receiving at least a MOVE_SHARE-th of its keys in
+# this visit. Otherwise it stays in its page, which the visit writes anyway, so that a few late
+# events do not rewrite a full page (see the module documentation).
+MOVE_SHARE: Final = 8
 
 # An expiry as the stream emits it: (key, timeout, expired_at, last_seen).
 ExpiryRow = tuple[str, float, float, float]
@@ -229,6 +236,8 @@ def visit(
             for key, state in pages[due_page].items():
                 if state[_WAKE] <= watermark and key not in visiting:
                     visiting[key] = due_page
+        placed: list[tuple[str, int | None, StoredKey]] = []
+        incoming: dict[int, int] = {}
         for key, home_page in visiting.items():
             stored = None if home_page is None else pages[home_page].pop(key)
             if home_page is not None:
@@ -237,12 +246,24 @@ def visit(
             if emitted:
                 expiries.extend((key, *expiry) for expiry in emitted)
             if after is not None:
-                # The key moves to the page of its new wake-up.
+                placed.append((key, home_page, after))
                 slot = after[_WAKE] // width
-                if slot not in pages:
-                    pages[slot] = held[slot].states() if slot in held else {}
-                pages[slot][key] = after
-                changed.add(slot)
+                incoming[slot] = incoming.get(slot, 0) + 1
+        for key, home_page, after in placed:
+            slot = after[_WAKE] // width
+            if (
+                home_page is not None
+                and slot in held
+                and slot not in changed
+                and incoming[slot] * MOVE_SHARE < len(held[slot].keys)
+            ):
+                pages[home_page][key] = after  # stays: see MOVE_SHARE
+                continue
+            # The key moves to the page of its new wake-up.
+            if slot not in pages:
+                pages[slot] = held[slot].states() if slot in held else {}
+            pages[slot][key] = after
+            changed.add(slot)
     else:
         pages = {page: load_page(row) for page, row in read(due).items()} if due else {}
         for page in due:

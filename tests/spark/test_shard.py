@@ -42,6 +42,8 @@ class Model:
         self.width = shard.slot_width(rule.timeouts)
         # Per visit: (with input?, keys read, keys the shard held).
         self.reads: list[tuple[bool, int, int]] = []
+        # Per visit: the keys of the pages it wrote.
+        self.writes: list[int] = []
         self.emitted: list[ExpiryRow] = []
         self.max_ts = -math.inf
         self.watermark = -(2**62)  # ms; no watermark yet
@@ -96,6 +98,7 @@ class Model:
         if old_timer != new_timer:
             self.timer_moves += 1
         self.emitted.extend(outcome.expiries)
+        self.writes.append(sum(len(keys) for keys in outcome.pages.values() if keys))
         for page, keys in outcome.pages.items():
             assert page in read or keys is not None  # a page is removed only once read
             if keys is None:
@@ -305,6 +308,23 @@ def test_a_visit_with_input_decodes_the_states_of_the_pages_it_changes_only(
     model.advance(60.0)
     assert len(model.emitted) == 2_000
     assert model.keys() == set()
+
+
+def test_a_late_event_does_not_rewrite_a_full_page_for_one_key() -> None:
+    # 1,000 keys touched at 20 s share the page of their wake-up (50 s); x, opened at 5 s,
+    # gets a late event at 19 s, whose wake-up (49 s) falls in that page. x stays in its own
+    # page, which the visit writes anyway: one key written, not the full page.
+    model = Model(IdleRule([30.0], 0.001, 10.0), shards=1)
+    model.batch([(f"k{n}", 20.0, "open", None) for n in range(1_000)] + [("x", 5.0, "open", None)])
+    assert len(model.page(0, 50_000 // model.width)) == 1_000
+    model.batch([("x", 19.0, "data", None)])
+    assert model.writes[-1] == 1
+    assert "x" in model.page(0, 35_000 // model.width)
+    # Where x lives decides what is read, not what is emitted.
+    model.advance(70.0)
+    assert sorted(model.emitted) == sorted(
+        [("x", 30.0, 49.0, 19.0)] + [(f"k{n}", 30.0, 50.0, 20.0) for n in range(1_000)]
+    )
 
 
 def test_a_page_written_by_the_earlier_encoding_reads_the_same() -> None:
