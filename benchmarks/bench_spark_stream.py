@@ -21,7 +21,10 @@ connections) split by arrival:
 Figures: the **no-data micro-batch** (the large stream's last); the **fixed cost per
 micro-batch** and the **cost per row**, from the line through the median small and large
 micro-batches; **events/s** of the large micro-batches, and that over ``replay``'s events/s on
-the whole log (timed once per round in the same session).
+the whole log (timed once per round in the same session). Beside them, the **state store
+traffic** of each kind of micro-batch (small and large with input, no-data), as Spark reports
+it (RocksDB gets, puts, bytes read and written): figures that do not depend on the machine's
+load.
 
 ``--held 100000,1000000`` adds the keys-held case: a log of that many connections opened at
 100-110 s plus ``--due`` (1,000) opened at 0-10 s, and a marker at 630 s, with a 600 s
@@ -89,6 +92,13 @@ QUERIES = ("floor", "stream")
 HELD_TIMEOUTS = [600.0]
 WORKER_FAILED_TO_START = "Python worker failed to connect back"
 WORKER_START_RETRIES = 3
+# The state store traffic of a micro-batch, per kind of micro-batch (see traffic()).
+TRAFFIC = (
+    "rocksdbGetCount",
+    "rocksdbPutCount",
+    "rocksdbTotalBytesRead",
+    "rocksdbTotalBytesWritten",
+)
 # The figures, each reported as the stream's over the floor's, with the issue's targets.
 FIGURES = {
     "no_data_ms": ("no-data micro-batch", "<= 1.25"),
@@ -276,6 +286,25 @@ def figures(small: dict[str, Any], large: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def traffic(small: dict[str, Any], large: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """A query's state store traffic (:data:`TRAFFIC`) per kind of micro-batch: the median of
+    the small and of the large micro-batches with input (after the warm-up), and the no-data
+    micro-batch."""
+    kinds = {
+        "small": [batch for batch in small["batches"] if batch["rows"]][1:],
+        "large": [batch for batch in large["batches"] if batch["rows"]][1:],
+        "no-data": [batch for batch in large["batches"] if not batch["rows"]][-1:],
+    }
+    return {
+        kind: {
+            name: statistics.median(float(batch[name] or 0) for batch in batches)
+            for name in TRAFFIC
+        }
+        for kind, batches in kinds.items()
+        if batches
+    }
+
+
 def split(spark: SparkSession, log: DataFrame, directory: str, rows: int, count: int) -> list[str]:
     """The first ``count`` slices of ``rows`` rows of ``log`` by arrival, one folder each."""
     from pyspark.sql import Window
@@ -376,6 +405,29 @@ def summary(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def traffic_table(results: dict[str, Any]) -> str:
+    """The state store traffic per kind of micro-batch, first round of each partition count."""
+    lines = [
+        "| partitions | micro-batch | query | RocksDB gets | puts | bytes read | bytes written |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for partitions, rounds in results["partitions"].items():
+        if not rounds:
+            continue
+        measured = rounds[0]["traffic"]
+        for kind in measured["stream"]:
+            for query in QUERIES:
+                row = measured[query].get(kind)
+                if row is None:
+                    continue
+                lines.append(
+                    f"| {partitions} | {kind} | {query} | "
+                    + " | ".join(f"{row[name]:,.0f}" for name in TRAFFIC)
+                    + " |"
+                )
+    return "\n".join(lines)
+
+
 def held_table(results: dict[str, Any]) -> str:
     """The no-data micro-batch against the keys held, with the due ones fixed."""
     lines = [
@@ -410,6 +462,13 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         summary(results),
     ]
+    if any(results["partitions"].values()):
+        parts += [
+            "",
+            "## State store traffic per micro-batch (medians, first round)",
+            "",
+            traffic_table(results),
+        ]
     if results["held"]:
         parts += ["", "## Keys held, keys due", "", held_table(results)]
     return "\n".join(parts) + "\n"
@@ -521,6 +580,9 @@ def main(argv: list[str] | None = None) -> int:
                     if query == "stream" and index == 0:
                         results["agrees"] &= agrees(spark, log, runs["large"])
                     measured[query] = figures(runs["small"], runs["large"])
+                    measured.setdefault("traffic", {})[query] = traffic(
+                        runs["small"], runs["large"]
+                    )
                 began = time.perf_counter()
                 replay(spark, log, timeouts=TIMEOUTS, tick=TICK).write.mode("overwrite").parquet(
                     os.path.join(tmp, "replayed")

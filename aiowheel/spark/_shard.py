@@ -20,8 +20,10 @@ each page's earliest wake-up, so:
   keeps the page's new earliest wake-up;
 * a visit with input must find its keys, wherever they live: it reads every page of the shard
   (in bulk: one pass of the map's iterator), visits the keys with new events and the due ones,
-  moves each key it visited to the page of its new wake-up, and writes only the pages that
-  changed.
+  and writes only the pages that changed. A key it visited moves to the page of its new wake-up
+  if that page is written anyway (:data:`MOVE_SHARE`); else it stays in its page, which the
+  visit writes anyway: most keys of a micro-batch go to the few pages of its new wake-ups,
+  while a late event does not rewrite a full page for one key.
 
 The index row, field for field (:data:`INDEX_FIELDS`):
 
@@ -33,9 +35,13 @@ The index row, field for field (:data:`INDEX_FIELDS`):
   restart with a different number would look keys up in the wrong shard; :func:`load`
   refuses it.
 
-A page's entry (:data:`PAGE_FIELDS`) is ``keys``: ``{key: KeyState as a tuple}``, pickled
-(protocol 5). Which page a key lives in decides only what a visit reads, never what it emits:
-a restart may change the slot width (it follows the timeouts).
+A page's entry (:data:`PAGE_FIELDS`) is ``keys``: two pickles (protocol 5, without a memo: a
+page holds no object twice) one after the other, the page's keys (a tuple) and then their
+states (a tuple of KeyState tuples, in the same order). A visit with input reads every page,
+but decodes only the keys of most of them: the states of a page are decoded only if the visit
+changes it (one of its keys has events or is due). A page written by an earlier version (one
+pickled ``{key: state}`` dict) reads the same. Which page a key lives in decides only what a
+visit reads, never what it emits: a restart may change the slot width (it follows the timeouts).
 
 The timer moves lazily. A timer that fires early does no harm (the visit finds nothing due and
 sets a new one), so a registered timer at or before the earliest wake-up is kept unless it
@@ -46,6 +52,7 @@ batch.
 
 from __future__ import annotations
 
+import io
 import math
 import pickle
 from collections.abc import Callable, Collection, Mapping, Sequence
@@ -58,8 +65,10 @@ __all__ = [
     "PAGE_FIELDS",
     "ExpiryRow",
     "Page",
+    "PageRow",
     "Shard",
     "ShardVisit",
+    "StoredPage",
     "dump",
     "dump_page",
     "load",
@@ -75,14 +84,21 @@ PAGE_FIELDS = ("keys",)
 # Pages across the shortest timeout: enough that the keys of one page come due within a small
 # part of a timeout, few enough that a visit with input writes few pages (one state call each).
 SLOTS_PER_TIMEOUT: Final = 16
+# A key a visit with input changes moves to the page of its new wake-up only if that page is
+# written anyway: new, already changing, or receiving at least a MOVE_SHARE-th of its keys in
+# this visit. Otherwise it stays in its page, which the visit writes anyway, so that a few late
+# events do not rewrite a full page (see the module documentation).
+MOVE_SHARE: Final = 8
 
 # An expiry as the stream emits it: (key, timeout, expired_at, last_seen).
 ExpiryRow = tuple[str, float, float, float]
 # One page: its keys' states.
 Page = dict[str, StoredKey]
-# Reads the stored pages among the given ones (all of them for None); a page without an
-# entry is left out.
-PageReader = Callable[[Collection[int] | None], Mapping[int, Page]]
+# A page's map state value as stored (fields PAGE_FIELDS).
+PageRow = tuple[object, ...]
+# Reads the stored pages among the given ones (all of them for None), as stored; a page
+# without an entry is left out.
+PageReader = Callable[[Collection[int] | None], Mapping[int, PageRow]]
 # Where KeyState (and so StoredKey) keeps `wake`.
 _WAKE: Final = 4
 
@@ -132,17 +148,50 @@ def load(row: tuple[object, ...] | None, shards: int) -> Shard | None:
 
 def dump(shard: Shard, shards: int) -> tuple[bytes, int, int | None, int]:
     """``shard`` as its state store row (fields :data:`INDEX_FIELDS`)."""
-    return pickle.dumps(shard.wakes, protocol=5), shard.upto, shard.timer, shards
+    return _pickled(shard.wakes), shard.upto, shard.timer, shards
 
 
-def load_page(row: tuple[object, ...]) -> Page:
+class StoredPage:
+    """A page as read from the state store: its keys decoded at once, their states only when
+    :meth:`states` is called."""
+
+    __slots__ = ("_unpickler", "keys")
+
+    def __init__(self, row: PageRow) -> None:
+        unpickler = pickle.Unpickler(io.BytesIO(row[0]))  # type: ignore[arg-type]
+        first = unpickler.load()
+        if isinstance(first, dict):  # written by an earlier version: one {key: state} dict
+            self.keys: tuple[str, ...] = tuple(first)
+            self._unpickler: pickle.Unpickler | Page = first
+        else:
+            self.keys = first
+            self._unpickler = unpickler
+
+    def states(self) -> Page:
+        """The page's keys and their states (decoded once: call it once)."""
+        if isinstance(self._unpickler, dict):
+            return self._unpickler
+        return dict(zip(self.keys, self._unpickler.load(), strict=True))
+
+
+def load_page(row: PageRow) -> Page:
     """The page stored as ``row`` (fields :data:`PAGE_FIELDS`)."""
-    return pickle.loads(row[0])  # type: ignore[arg-type,no-any-return]
+    return StoredPage(row).states()
 
 
 def dump_page(page: Page) -> tuple[bytes]:
     """``page`` as its map state value (fields :data:`PAGE_FIELDS`)."""
-    return (pickle.dumps(page, protocol=5),)
+    return (_pickled(tuple(page)) + _pickled(tuple(page.values())),)
+
+
+def _pickled(value: object) -> bytes:
+    """``value`` pickled without a memo: smaller and faster for values that hold no object
+    twice (a page's keys are distinct, and states share nothing)."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=5)
+    pickler.fast = True
+    pickler.dump(value)
+    return out.getvalue()
 
 
 def visit(
@@ -161,8 +210,9 @@ def visit(
     ``read`` is called once: for every page when keys arrived, else for the due pages only.
     ``width`` is the :func:`slot_width` of new pages. ``firing`` is the timer (ms) that
     triggered this visit, which Spark deletes afterwards. Without input: O(keys in the due
-    pages), plus an :meth:`IdleRule.visit` per due key. With input: O(keys held) to find them,
-    plus a visit per key with events or due.
+    pages), plus an :meth:`IdleRule.visit` per due key. With input: O(keys held) to find them
+    (their names only), O(keys) of the pages it changes, plus a visit per key with events or
+    due.
     """
     if shard is None:
         wakes: dict[int, int] = {}
@@ -175,13 +225,19 @@ def visit(
     expiries: list[ExpiryRow] = []
     changed: set[int] = set()
     if arrived:
-        pages = dict(read(None)) if wakes else {}
-        home = {key: page for page, keys in pages.items() for key in keys}
+        held = {page: StoredPage(row) for page, row in read(None).items()} if wakes else {}
+        home = {key: page for page, found in held.items() for key in found.keys}
         visiting: dict[str, int | None] = {key: home.get(key) for key in arrived}
+        # The states of the pages this visit changes: those of the keys with events, and the
+        # due ones.
+        opened = {home_page for home_page in visiting.values() if home_page is not None}
+        pages = {page: held[page].states() for page in opened.union(due)}
         for due_page in due:
             for key, state in pages[due_page].items():
                 if state[_WAKE] <= watermark and key not in visiting:
                     visiting[key] = due_page
+        placed: list[tuple[str, int | None, StoredKey]] = []
+        incoming: dict[int, int] = {}
         for key, home_page in visiting.items():
             stored = None if home_page is None else pages[home_page].pop(key)
             if home_page is not None:
@@ -190,12 +246,26 @@ def visit(
             if emitted:
                 expiries.extend((key, *expiry) for expiry in emitted)
             if after is not None:
-                # The key moves to the page of its new wake-up.
+                placed.append((key, home_page, after))
                 slot = after[_WAKE] // width
-                pages.setdefault(slot, {})[key] = after
-                changed.add(slot)
+                incoming[slot] = incoming.get(slot, 0) + 1
+        for key, home_page, after in placed:
+            slot = after[_WAKE] // width
+            if (
+                home_page is not None
+                and slot in held
+                and slot not in changed
+                and incoming[slot] * MOVE_SHARE < len(held[slot].keys)
+            ):
+                pages[home_page][key] = after  # stays: see MOVE_SHARE
+                continue
+            # The key moves to the page of its new wake-up.
+            if slot not in pages:
+                pages[slot] = held[slot].states() if slot in held else {}
+            pages[slot][key] = after
+            changed.add(slot)
     else:
-        pages = dict(read(due)) if due else {}
+        pages = {page: load_page(row) for page, row in read(due).items()} if due else {}
         for page in due:
             keys = pages.setdefault(page, {})
             for key in [key for key, state in keys.items() if state[_WAKE] <= watermark]:

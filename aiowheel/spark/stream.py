@@ -161,16 +161,17 @@ class _ShardVisits(StatefulProcessor):
             self.index.clear()
         return outcome.expiries
 
-    def _read(self, pages: Collection[int] | None) -> dict[int, _shard.Page]:
-        """The stored pages among ``pages`` (all for None): one state call each, or, for all
-        of them, one pass of the map's iterator (which fetches its entries in batches)."""
+    def _read(self, pages: Collection[int] | None) -> dict[int, _shard.PageRow]:
+        """The stored pages among ``pages`` (all for None), as stored: one state call each,
+        or, for all of them, one pass of the map's iterator (which fetches its entries in
+        batches)."""
         if pages is None:
-            return {page: _shard.load_page(value) for (page,), value in self.pages.iterator()}
+            return {page: value for (page,), value in self.pages.iterator()}
         found = {}
         for page in pages:
             value = self.pages.getValue((page,))
             if value is not None:
-                found[page] = _shard.load_page(value)
+                found[page] = value
         return found
 
 

@@ -10,9 +10,11 @@ expiries emitted when the watermark stands at W must be the reference's up to ho
 from __future__ import annotations
 
 import math
+import pickle
 import zlib
 from collections import defaultdict
 from collections.abc import Collection
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -40,6 +42,8 @@ class Model:
         self.width = shard.slot_width(rule.timeouts)
         # Per visit: (with input?, keys read, keys the shard held).
         self.reads: list[tuple[bool, int, int]] = []
+        # Per visit: the keys of the pages it wrote.
+        self.writes: list[int] = []
         self.emitted: list[ExpiryRow] = []
         self.max_ts = -math.inf
         self.watermark = -(2**62)  # ms; no watermark yet
@@ -75,10 +79,10 @@ class Model:
         pages = self.pages[number]
         read: list[int] = []
 
-        def load(wanted: Collection[int] | None) -> dict[int, shard.Page]:
+        def load(wanted: Collection[int] | None) -> dict[int, shard.PageRow]:
             assert not read, "read once per visit"
             read.extend(pages if wanted is None else wanted)
-            return {page: shard.load_page(pages[page]) for page in read if page in pages}
+            return {page: pages[page] for page in read if page in pages}
 
         held = len(self.keys())
         before = shard.load(self.stored.get(number), self.shards)
@@ -94,6 +98,7 @@ class Model:
         if old_timer != new_timer:
             self.timer_moves += 1
         self.emitted.extend(outcome.expiries)
+        self.writes.append(sum(len(keys) for keys in outcome.pages.values() if keys))
         for page, keys in outcome.pages.items():
             assert page in read or keys is not None  # a page is removed only once read
             if keys is None:
@@ -264,6 +269,85 @@ def test_a_visit_without_input_reads_the_due_keys_pages_not_the_shard() -> None:
     assert model.reads[-1] == (False, 1_990, 1_990)
     assert model.keys() == set()
     assert model.stored == {}
+
+
+def test_a_visit_with_input_decodes_the_states_of_the_pages_it_changes_only(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 2,000 keys in one shard, opened over 20 s: pages of about 1.9 s each (30 s / 16). Ten
+    # keys of the first page talk at 25 s: the visit reads every page (to find them) but
+    # decodes the states of their page and of the page they move to, not of the other keys.
+    model = Model(IdleRule([30.0], 0.001, 0.0), shards=1)
+    model.batch([(f"k{n}", n / 100.0, "open", None) for n in range(2_000)])
+    decoded: list[int] = []
+    states, visit = shard.StoredPage.states, shard.visit
+    visiting = False
+
+    def counted(self: shard.StoredPage) -> shard.Page:
+        page = states(self)
+        if visiting:  # the model's own checks decode pages too
+            decoded.append(len(page))
+        return page
+
+    def counting(*args: Any, **kwargs: Any) -> shard.ShardVisit:
+        nonlocal visiting
+        visiting = True
+        try:
+            return visit(*args, **kwargs)
+        finally:
+            visiting = False
+
+    monkeypatch.setattr(shard.StoredPage, "states", counted)
+    monkeypatch.setattr(shard, "visit", counting)
+    model.batch([(f"k{n}", 25.0, "data", None) for n in range(10)])
+    assert model.reads[-1][0]
+    first_page = 30_000 // model.width
+    assert decoded == [len(model.page(0, first_page)) + 10]
+    assert sum(decoded) < 2_000 // 10
+    # Nothing is lost: each key expires once, 30 s after its last event.
+    model.advance(60.0)
+    assert len(model.emitted) == 2_000
+    assert model.keys() == set()
+
+
+def test_a_late_event_does_not_rewrite_a_full_page_for_one_key() -> None:
+    # 1,000 keys touched at 20 s share the page of their wake-up (50 s); x, opened at 5 s,
+    # gets a late event at 19 s, whose wake-up (49 s) falls in that page. x stays in its own
+    # page, which the visit writes anyway: one key written, not the full page.
+    model = Model(IdleRule([30.0], 0.001, 10.0), shards=1)
+    model.batch([(f"k{n}", 20.0, "open", None) for n in range(1_000)] + [("x", 5.0, "open", None)])
+    assert len(model.page(0, 50_000 // model.width)) == 1_000
+    model.batch([("x", 19.0, "data", None)])
+    assert model.writes[-1] == 1
+    assert "x" in model.page(0, 35_000 // model.width)
+    # Where x lives decides what is read, not what is emitted.
+    model.advance(70.0)
+    assert sorted(model.emitted) == sorted(
+        [("x", 30.0, 49.0, 19.0)] + [(f"k{n}", 30.0, 50.0, 20.0) for n in range(1_000)]
+    )
+
+
+def test_a_page_written_by_the_earlier_encoding_reads_the_same() -> None:
+    # Before, a page was one pickled {key: state} dict; a checkpoint holding such pages goes on.
+    events = [
+        [(f"k{n}", float(n % 7), "open", f"o{n}") for n in range(50)],
+        [(f"k{n}", 12.0 + n % 5, "data", None) for n in range(0, 50, 3)],
+        [("z", 40.0, "data", None)],
+    ]
+    now = run(events, timeouts=[5.0, 30.0], tick=0.5, delay=2.0, shards=2)
+    rewritten = Model(IdleRule([5.0, 30.0], 0.5, 2.0), shards=2)
+    for batch in events:
+        for pages in rewritten.pages.values():
+            for page, row in pages.items():
+                pages[page] = (pickle.dumps(shard.load_page(row), protocol=5),)
+        rewritten.batch(batch)
+    rewritten.idle()
+    assert sorted(rewritten.emitted) == sorted(now.emitted)
+    assert rewritten.keys() == now.keys()
+    page = {"a": (1.0, 0, 0, [], 31_000), "b": (None, 1, 1, [(2.0, 1, "x")], 12_000)}
+    old = (pickle.dumps(page, protocol=5),)
+    assert shard.load_page(old) == page == shard.load_page(shard.dump_page(page))
+    assert shard.StoredPage(shard.dump_page(page)).keys == ("a", "b")
 
 
 def test_key_state_keeps_wake_where_shards_look_for_it() -> None:
