@@ -59,6 +59,7 @@ LAYERS: dict[str, int] = {
     "aiowheel._ccpython": 0,
     "aiowheel._ccontext": 0,
     "aiowheel._wheel": 1,
+    "aiowheel._snapshot": 1,  # the pure cores' shared context snapshots
     "aiowheel._cwheel": 1,
     "aiowheel._chandle": 1,  # what the compiled handles over the wheel share (cimports it)
     "aiowheel._backends": 1,
