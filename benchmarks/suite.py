@@ -12,7 +12,8 @@ idle touch, memory, lateness, idle wake-ups, the floor and keepalive (idle conne
 scale). Each variant runs at each size in a
 fresh child process (this script with ``--child``), so none inherits another's heap; the pure
 and compiled wheels are chosen per child with ``AIOWHEEL_NO_EXTENSIONS``. With ``--rounds R``
-the variants alternate R times and the tables show medians.
+the variants alternate R times and the tables show medians, with the lowest and highest
+round of each variant's main figure.
 
 Prints one markdown table per scenario (figures and ratios side by side), then the headline and
 the targets of issues 5 and 30, and writes ``results.md``, ``results.json`` and PNG plots
@@ -243,6 +244,12 @@ def _run_case(
             result.rows[variant.name] = {
                 key: _median([run.get(key) for run in runs]) for key in keys
             }
+            if len(runs) > 1:
+                result.spread[variant.name] = {
+                    key: (min(known), max(known))
+                    for key in keys
+                    if (known := [v for run in runs if (v := run.get(key)) is not None])
+                }
     return result
 
 

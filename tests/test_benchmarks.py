@@ -171,6 +171,24 @@ def test_callgrind_counts_instructions_per_keepalive_cycle(tmp_path: Path) -> No
     assert case["rows"][variant]["instructions"] > 0
 
 
+def test_rounds_show_the_lowest_and_highest_round(tmp_path: Path) -> None:
+    """With ``--rounds 2`` each row shows its main figure's spread over the rounds, and
+    results.json keeps it: a median alone hides how much the rounds moved."""
+    command = [sys.executable, str(BENCHMARKS / "suite.py"), "--quick", "--rounds", "2"]
+    command += ["--scenarios", "memory", "--variants", "IdleTimeouts", "--out", str(tmp_path)]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    header = next(line for line in done.stdout.splitlines() if line.startswith("| N "))
+    assert header.rstrip(" |").endswith("heap B/timer: lowest-highest round")
+    (case,) = json.loads((tmp_path / "results.json").read_text())["scenarios"]["memory"]
+    assert sorted(case["spread"]) == sorted(case["rows"])
+    for variant, figures in case["rows"].items():
+        low, high = case["spread"][variant]["heap_pending"]
+        assert low <= figures["heap_pending"] <= high
+        row = next(line for line in done.stdout.splitlines() if f"| {variant} " in line)
+        assert row.rstrip(" |").rsplit("|", 1)[1].strip().count("-") == 1
+
+
 def test_callgrind_refuses_scenarios_it_cannot_count() -> None:
     command = [sys.executable, str(BENCHMARKS / "suite.py"), "--callgrind", "--scenarios", "memory"]
     done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=60)
