@@ -4,17 +4,13 @@
 
 cimport cython
 
-from aiowheel._cwheel cimport _FIRST_SUBCLASS_FLAG, Entry, HierarchicalWheel
+from aiowheel._chandle cimport _FIRST_CORE_FLAG
+from aiowheel._cwheel cimport Entry, HierarchicalWheel
 
-# A handle's flags, in its entry's c_flags (the bits the wheel leaves to subclasses): cancel()
-# was called (read as _cancelled); _context is the core's shared snapshot (the callback runs in
-# a copy of it); _arguments is the one argument itself, not a tuple; _arguments is the
+# A handle's own flag, beside those every compiled handle has (_chandle.pxd): _arguments is the
 # handle's _Extras.
 cdef enum:
-    _CANCELLED = _FIRST_SUBCLASS_FLAG
-    _COPY_CONTEXT = _FIRST_SUBCLASS_FLAG << 1
-    _ONE_ARG = _FIRST_SUBCLASS_FLAG << 2
-    _EXTRAS = _FIRST_SUBCLASS_FLAG << 3
+    _EXTRAS = _FIRST_CORE_FLAG
 
 
 # What few handles need, in an object of its own, made only for them: a handle made in debug

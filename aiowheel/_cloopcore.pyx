@@ -58,6 +58,13 @@ from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from libc.math cimport INFINITY as _C_INFINITY, nextafter as _c_nextafter, round as _c_round
 
 from aiowheel._ccontext cimport _run_in
+from aiowheel._chandle cimport (
+    _CANCELLED,
+    _COPY_CONTEXT,
+    _ONE_ARG,
+    _is_cancelled,
+    _set_cancelled,
+)
 from aiowheel._ccpython cimport (
     AW_CPYTHON_FALLBACK,
     _context_vars_readable,
@@ -164,14 +171,11 @@ cdef class LoopTimerHandle(Entry):
 
     @property
     def _cancelled(self):
-        return bool(self.c_flags & _CANCELLED)
+        return _is_cancelled(self)
 
     @_cancelled.setter
     def _cancelled(self, bint value):
-        if value:
-            self.c_flags |= _CANCELLED
-        else:
-            self.c_flags &= ~(<unsigned int>_CANCELLED)
+        _set_cancelled(self, value)
 
     @property
     def _source_traceback(self):
@@ -194,7 +198,7 @@ cdef class LoopTimerHandle(Entry):
         return _when_of(self)
 
     def cancelled(self):
-        return bool(self.c_flags & _CANCELLED)
+        return _is_cancelled(self)
 
     def get_context(self):
         """The context the callback runs in: the handle's own (a copy of a shared snapshot is

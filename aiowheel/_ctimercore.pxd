@@ -3,7 +3,7 @@
 # above cimports it today: the Timer holds a core through its Python methods, and the idle core
 # talks to its Timer through the host interface (aiowheel.TimerHost).
 
-from aiowheel._cwheel cimport _FIRST_SUBCLASS_FLAG, Entry, HierarchicalWheel
+from aiowheel._cwheel cimport Entry, HierarchicalWheel
 
 # The lateness histogram's buckets (see aiowheel/_lateness.py, their one spec), in C: the bounds
 # in a fixed array padded with infinities to 31, where a branchless binary search of five steps
@@ -14,15 +14,6 @@ cdef enum:
     _BOUNDS = _BUCKETS - 1
     _PADDED = 31
     _STRIDE = 16
-
-
-# A handle's flags, in its entry's c_flags (the bits the wheel leaves to subclasses): cancel()
-# was called (read as _cancelled); _context is a shared snapshot (the callback then runs in a
-# copy of it); _arguments is the one argument itself, not a tuple.
-cdef enum:
-    _CANCELLED = _FIRST_SUBCLASS_FLAG
-    _COPY_CONTEXT = _FIRST_SUBCLASS_FLAG << 1
-    _ONE_ARG = _FIRST_SUBCLASS_FLAG << 2
 
 
 # The layout, 88 bytes, 11 words (64-bit CPython; no GC header, see the module docstring):

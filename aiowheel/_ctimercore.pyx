@@ -46,6 +46,13 @@ from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
 
 from aiowheel._ccontext cimport _run_in
+from aiowheel._chandle cimport (
+    _CANCELLED,
+    _COPY_CONTEXT,
+    _ONE_ARG,
+    _is_cancelled,
+    _set_cancelled,
+)
 from aiowheel._ccpython cimport (
     AW_CPYTHON_FALLBACK,
     CO_COROUTINE,
@@ -172,14 +179,11 @@ cdef class TimerHandle(Entry):
     @property
     def _cancelled(self):
         """True if ``cancel()`` was called (asyncio's field)."""
-        return bool(self.c_flags & _CANCELLED)
+        return _is_cancelled(self)
 
     @_cancelled.setter
     def _cancelled(self, bint value):
-        if value:
-            self.c_flags |= _CANCELLED
-        else:
-            self.c_flags &= ~(<unsigned int>_CANCELLED)
+        _set_cancelled(self, value)
 
     def when(self):
         """The time (in the loop's clock) the callback is scheduled for."""
@@ -197,7 +201,7 @@ cdef class TimerHandle(Entry):
 
     def cancelled(self):
         """True if ``cancel()`` was called."""
-        return bool(self.c_flags & _CANCELLED)
+        return _is_cancelled(self)
 
     def __reduce_ex__(self, protocol):
         """Refused: ``copy.copy``, ``copy.deepcopy`` and ``pickle`` raise TypeError (see

@@ -35,8 +35,6 @@ import time
 from asyncio import format_helpers
 from collections.abc import Callable
 from heapq import heappop, heappush
-from itertools import repeat
-from operator import is_
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVarTuple, Unpack, cast
 
 from aiowheel._checks import (
@@ -48,6 +46,7 @@ from aiowheel._checks import (
     loop_deadline_after,
     not_copyable,
 )
+from aiowheel._snapshot import Snapshot, same_variables
 from aiowheel._wheel import Entry, HierarchicalWheel
 
 if TYPE_CHECKING:
@@ -83,9 +82,9 @@ class LoopTimerHandle(Entry[Callable[..., object]]):
     # once the timer ran, was cancelled or its loop closed.
     _argument: Any
     # The context the callback runs in: its own Context (given to call_later / call_at, or
-    # copied by get_context), or a _Snapshot its core shares among timers made in the same
+    # copied by get_context), or a Snapshot its core shares among timers made in the same
     # context, of which the callback gets a fresh copy; None once released.
-    _ctx: contextvars.Context | _Snapshot | None
+    _ctx: contextvars.Context | Snapshot | None
     # The loop's core while the timer is pending; None once it ran or its loop closed;
     # _CANCELLED once cancelled, for good (cancelled() reads it).
     _core: LoopCore | object | None
@@ -110,7 +109,7 @@ class LoopTimerHandle(Entry[Callable[..., object]]):
         """The context the callback runs in: the handle's own (a copy of a shared snapshot is
         made here, once, so that what a caller sets in it reaches no other timer)."""
         context = self._ctx
-        if type(context) is _Snapshot:
+        if type(context) is Snapshot:
             context = self._ctx = context.context.copy()
         return context  # type: ignore[return-value]  # a Context or None from here
 
@@ -144,7 +143,7 @@ class LoopTimerHandle(Entry[Callable[..., object]]):
         callback, argument, context, core = self.payload, self._argument, self._ctx, self._core
         assert callback is not None and isinstance(core, LoopCore)  # pending
         loop = core.loop
-        if type(context) is _Snapshot:
+        if type(context) is Snapshot:
             context = context.context.copy()
         extra = self._extra
         if extra is not None and extra.repr is None and extra.source_traceback is not None:
@@ -307,16 +306,6 @@ class _Extra:
         self.repr: str | None = None
 
 
-class _Snapshot:
-    """A snapshot of a context that timers made in it share (see ``LoopCore._snapshot``): each
-    callback runs in a fresh copy, so what one sets reaches no other timer."""
-
-    __slots__ = ("context",)
-
-    def __init__(self, context: contextvars.Context) -> None:
-        self.context = context
-
-
 def _callback_source(callback: Callable[..., object], args: Any) -> str:
     """The callback and its arguments as asyncio's handles show them."""
     return format_helpers._format_callback_source(callback, args)
@@ -330,15 +319,6 @@ def _release(timer: LoopTimerHandle) -> None:
     timer._argument = _RELEASED
     timer._ctx = None
     timer._core = None
-
-
-def _same_variables(current: contextvars.Context, snapshot: contextvars.Context) -> bool:
-    """Whether ``current`` holds the same variables as ``snapshot``, each set to the very same
-    object (not an equal one: values are compared by identity only, so no __eq__ runs)."""
-    if len(current) != len(snapshot):
-        return False
-    get = snapshot.get
-    return all(map(is_, current.values(), map(get, current.keys(), repeat(_RELEASED))))
 
 
 class ClockWatch:
@@ -456,7 +436,7 @@ class LoopCore:
         # the next ones made while the current context holds the same variables (a context
         # copied per timer is a quarter of asyncio's whole timer). None while no timer needs
         # it: reset by every pass, so that it keeps no context's values alive for long.
-        self._snapshot: _Snapshot | None = None
+        self._snapshot: Snapshot | None = None
         # Set by close(): asyncio's call_at refuses a closed loop, and so does schedule.
         self.closed = False
         # loop.get_debug(), kept by the loop's set_debug: read on every schedule.
@@ -582,9 +562,9 @@ class LoopCore:
             snapshot = self._snapshot
             # Two empty contexts (the common case) are told apart from others without a call.
             if snapshot is None or (
-                (current or snapshot.context) and not _same_variables(current, snapshot.context)
+                (current or snapshot.context) and not same_variables(current, snapshot.context)
             ):
-                snapshot = self._snapshot = _Snapshot(current)
+                snapshot = self._snapshot = Snapshot(current)
             timer._ctx = snapshot
         else:
             timer._ctx = context

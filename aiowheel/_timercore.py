@@ -16,11 +16,11 @@ differently (untracked handles), its docstring says why; nothing a user can obse
 
 Two ways both twins save a pending handle's memory, without anything observable changing: a
 callback with one argument keeps that argument, not a tuple of it (``_args`` still reads as the
-tuple), and handles scheduled from the same context share one snapshot of it
-(:class:`_Snapshot`), each callback running in a fresh copy -- the same values and the same
-isolation as asyncio's one copy per handle. Here the current context is copied at each call and
-compared with the last snapshot by its variables and the identity of their values (no
-``__eq__`` runs); the copy is dropped at once when they are the same.
+tuple), and handles scheduled from the same context share one snapshot of it, each callback
+running in a fresh copy -- the same values and the same isolation as asyncio's one copy per
+handle (:mod:`aiowheel._snapshot`, shared with the pure loop core). Here the current context is
+copied at each call and compared with the last snapshot by its variables and the identity of
+their values (no ``__eq__`` runs); the copy is dropped at once when they are the same.
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ import contextvars
 import math
 from bisect import bisect_left
 from collections.abc import Callable
-from itertools import repeat
-from operator import is_
 from types import FunctionType
 from typing import TYPE_CHECKING, Any, NoReturn, cast
 
@@ -48,6 +46,7 @@ from aiowheel._checks import (
     pending_limit,
 )
 from aiowheel._lateness import CLOCK_STRIDE, LATENESS_BOUNDS, LATENESS_BUCKETS
+from aiowheel._snapshot import Snapshot, same_variables
 from aiowheel._wheel import Entry, HierarchicalWheel
 
 if TYPE_CHECKING:
@@ -77,7 +76,7 @@ class TimerHandle(Entry[Callable[..., object]]):
     _argument: Any
     # The context the callback runs in: the one given, or a snapshot its Timer shares among
     # handles made in the same context (the callback gets a fresh copy); None once released.
-    _context: contextvars.Context | _Snapshot | None
+    _context: contextvars.Context | Snapshot | None
     # The Timer while the handle is pending; None once it ran, was cancelled or the Timer closed.
     _timer: TimerCore | None
     _cancelled: bool
@@ -129,28 +128,6 @@ class TimerHandle(Entry[Callable[..., object]]):
         state = "cancelled" if self._cancelled else "pending" if self.pending else "done"
         return f"<{type(self).__name__} when={self.deadline!r} {state} {self.payload!r}>"
 
-
-class _Snapshot:
-    """A snapshot of a context, shared by the handles scheduled in it (see the module
-    docstring): each callback runs in a fresh copy, so what one sets reaches no other."""
-
-    __slots__ = ("context",)
-
-    def __init__(self, context: contextvars.Context) -> None:
-        self.context = context
-
-
-def _same_variables(current: contextvars.Context, snapshot: contextvars.Context) -> bool:
-    """Whether ``current`` holds the same variables as ``snapshot``, each set to the very same
-    object (values compared by identity only, so no ``__eq__`` runs)."""
-    if len(current) != len(snapshot):
-        return False
-    get = snapshot.get
-    return all(map(is_, current.values(), map(get, current.keys(), repeat(_snapshot_absent))))
-
-
-# What _same_variables finds for a variable the snapshot lacks: no value is this object.
-_snapshot_absent = object()
 
 # A handle made in two steps, for the scheduling hot path: type.__call__'s dispatch to __init__
 # costs as much as the Python call itself in CPython 3.11; and TimerHandle.__init__'s body
@@ -225,7 +202,7 @@ class TimerCore:
         # docstring), for the next ones made while the current context holds the same
         # variables; None while nothing needs it (reset by every pass, so that it keeps no
         # context's values alive for long).
-        self._last_snapshot: _Snapshot | None = None
+        self._last_snapshot: Snapshot | None = None
 
     @property
     def tick(self) -> float:
@@ -292,9 +269,9 @@ class TimerCore:
             current = _copy_context()
             snapshot = self._last_snapshot
             if snapshot is None or (
-                (current or snapshot.context) and not _same_variables(current, snapshot.context)
+                (current or snapshot.context) and not same_variables(current, snapshot.context)
             ):
-                snapshot = self._last_snapshot = _Snapshot(current)
+                snapshot = self._last_snapshot = Snapshot(current)
             handle._context = snapshot
         else:
             handle._context = context
@@ -367,7 +344,7 @@ class TimerCore:
             self._armed_at = next_deadline
             self._arm(next_deadline)
 
-    def _snapshot(self) -> contextvars.Context | _Snapshot:
+    def _snapshot(self) -> contextvars.Context | Snapshot:
         """The context a handle made without one runs in: a snapshot of the current context,
         shared with the handles made before it in the same variables (see the module
         docstring)."""
@@ -375,9 +352,9 @@ class TimerCore:
         snapshot = self._last_snapshot
         # Two empty contexts (the common case) are told apart from others without a call.
         if snapshot is None or (
-            (current or snapshot.context) and not _same_variables(current, snapshot.context)
+            (current or snapshot.context) and not same_variables(current, snapshot.context)
         ):
-            snapshot = self._last_snapshot = _Snapshot(current)
+            snapshot = self._last_snapshot = Snapshot(current)
         return snapshot
 
     def _check_running(self) -> NoReturn:
@@ -485,7 +462,7 @@ class TimerCore:
                 handle._context = None
                 handle._timer = None
                 try:
-                    if type(context) is _Snapshot:
+                    if type(context) is Snapshot:
                         context = context.context.copy()
                     if type(argument) is tuple:
                         context.run(callback, *argument)  # type: ignore[union-attr, arg-type]

@@ -306,7 +306,26 @@ class HierarchicalWheel(Generic[P]):
             q -= 1
         entry._seq = seq = self._seq
         self._seq = seq + 1
-        self._file(entry, q)
+        # self._file(entry, q), inline for the same reason.
+        level = self._levels[0]
+        if q <= level.current:
+            self._due[seq] = entry
+            entry._bucket = self._due
+        else:
+            if q >= level.current + level.span:
+                for level in self._levels:
+                    if q < level.current + level.span:
+                        break
+                else:
+                    level = self._grow(q)
+            virtual_id = q // level.width
+            slot = virtual_id % self.wheel_size
+            entry._bucket = bucket = level.buckets[slot]
+            bucket[seq] = entry
+            expiration = virtual_id * level.width
+            if level.expirations[slot] != expiration:
+                level.expirations[slot] = expiration
+                heappush(self._heap, (expiration, level.index, slot))
         self._len += 1
         return entry
 

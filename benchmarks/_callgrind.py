@@ -7,10 +7,15 @@ operation, with the interpreter's start-up and the workload's set-up (the same i
 cancelled out. An instruction count does not depend on the machine's load, so it compares two
 versions of the code, or two loops, on a busy machine as well as on an idle one; it says nothing
 about cache misses, which a count cannot see.
+
+Every run gets ``PYTHONHASHSEED=0`` unless the environment given sets a seed: with a random
+seed the count of one workload varies from run to run by a few hundred instructions (the string
+hashes change dicts' layouts and collisions), which would hide a change of that size.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import tempfile
@@ -23,6 +28,7 @@ def instructions(command: list[str], env: dict[str, str] | None = None) -> int:
     """The CPU instructions callgrind counts for a whole run of ``command``.
 
     Raises RuntimeError, with the last line of the command's stderr, if it fails."""
+    env = {"PYTHONHASHSEED": "0", **(os.environ if env is None else env)}
     with tempfile.TemporaryDirectory() as scratch:
         traced = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={scratch}/out"]
         done = subprocess.run(

@@ -156,6 +156,36 @@ async def test_cancelling_the_awaiting_task_cancels_a_running_job(backend_name: 
         assert job.cancelled()
 
 
+async def test_a_coroutine_job_that_swallows_its_cancellation_is_not_cancelled() -> None:
+    """cancelled() is True from cancel() while the task winds down, and False once the coroutine
+    returned instead of letting the cancellation through, as asyncio's Task reports it."""
+    started = anyio.Event()
+    job: Any = None
+    seen: list[bool] = []
+
+    async def swallow() -> str:
+        started.set()
+        try:
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            seen.append(job.cancelled())
+            job.cancel()  # asked again while it winds down: still cancelling
+            seen.append(job.cancelled())
+        return "swallowed"
+
+    async with Timer() as timer:
+        job = timer.schedule(0.001, swallow)
+        await started.wait()
+        job.cancel()
+        assert job.cancelled()
+        assert not job.done()
+        with anyio.fail_after(HANG):
+            assert await job == "swallowed"
+        assert seen == [True, True]
+        assert not job.cancelled()
+        assert job.done()
+
+
 async def test_cancel_a_coroutine_job_spawned_but_not_started_yet(backend_name: str) -> None:
     # A later callback of the batch that spawned the job's task cancels it before the task's
     # first step: the job must still end cancelled (on asyncio a task cancelled that early never
@@ -281,3 +311,14 @@ async def test_a_pending_job_adds_at_most_two_objects_for_the_collector(
         assert len(gc.get_objects()) - before <= per_job * 200 + 10  # + the snapshot, a heap item
         for job in jobs:
             job.cancel()
+
+
+async def test_a_pending_job_holds_few_references_for_the_collector() -> None:
+    """Issue 30: the collector visits every field of a pending job, again at each collection
+    that walks it; the cancel request and whether result() was called are states of the job's
+    one state field, not fields of their own (ten fields before, eight now)."""
+    async with Timer() as timer:
+        job = timer.schedule(3600, noop)
+        # The fields and the class (the collector visits a heap type's instances' type).
+        assert len(gc.get_referents(job)) <= 8 + 1
+        job.cancel()
