@@ -47,7 +47,7 @@ from aiowheel.spark.generate import (
 from aiowheel.spark.metrics import _check_bucket
 from aiowheel.spark.replay import _check_horizon, _check_tick, _check_timeouts, replay
 from aiowheel.spark.report import report
-from aiowheel.spark.session import spark_session
+from aiowheel.spark.session import _local_cores, spark_session
 from aiowheel.spark.stream import EXPIRY_SCHEMA, stream, watermark, write_stream_files
 
 __all__ = ["add_arguments", "main", "run"]
@@ -428,7 +428,11 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     try:
         with console.status("starting Spark"):
             # Spark logs a failed job's Java stack trace at ERROR: shown only when asked for.
-            spark = spark_session(args.master, log_level="WARN" if verbose else "OFF")
+            spark = spark_session(
+                args.master,
+                shuffle_partitions=_shuffle_partitions(args),
+                log_level="WARN" if verbose else "OFF",
+            )
     except _INPUT_ERRORS as exc:
         if verbose:
             console.print_exception(show_locals=False)
@@ -452,6 +456,17 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         if not verbose:
             console.print("(--verbose shows the stack traces)")
         return 1
+
+
+def _shuffle_partitions(args: argparse.Namespace) -> int | None:
+    """The shuffle partitions of the command's session: one per core of a ``local[N]`` master
+    for ``stream``, whose micro-batches ran fastest so in the benchmark (docs/spark.md: the
+    fixed cost alike, the cost per row and the micro-batch without input lower than at two per
+    core); None otherwise, for :func:`spark_session`'s default (two per core, which suits the
+    batch jobs). A checkpoint keeps the partitions it was started with, whatever this says."""
+    if args.spark_command != "stream" or args.master is None:
+        return None
+    return _local_cores(args.master)
 
 
 def _missing_input(args: argparse.Namespace) -> str | None:

@@ -126,6 +126,34 @@ def test_spark_failing_to_start_is_one_line(verbose: bool, monkeypatch: pytest.M
         assert shown().strip() == line
 
 
+@pytest.mark.parametrize(
+    ("argv", "partitions"),
+    [
+        (["--master", "local[3]", "stream"], 3),
+        (["--master", "local[*]", "stream"], os.cpu_count() or 1),
+        (["stream"], None),
+        (["--master", "spark://127.0.0.1:7077", "stream"], None),
+        (["--master", "local[3]", "generate"], None),
+    ],
+)
+def test_the_stream_command_runs_a_shuffle_partition_per_local_core(
+    argv: list[str], partitions: int | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``stream`` asks for one shuffle partition per core of a local master (the benchmark's
+    figures, docs/spark.md); the other commands, and other masters, keep spark_session's own
+    default (None here: two per local core)."""
+    asked: dict[str, Any] = {}
+
+    def record(master: str | None, **kwargs: Any) -> SparkSession:
+        asked.update(kwargs)
+        raise PySparkRuntimeError("not started: the test only looks at what was asked")
+
+    monkeypatch.setattr(cli, "spark_session", record)
+    console, _shown = _console()
+    assert cli.run(_parse(argv), console) == 1
+    assert asked["shuffle_partitions"] == partitions
+
+
 @pytest.mark.slow
 def test_spark_failing_to_start_prints_no_java_stack(tmp_path: Path) -> None:
     """The real thing, in a process of its own: no Java stack trace, no Python traceback."""
