@@ -117,6 +117,7 @@ PUBLIC: dict[str, list[str]] = {
     "aiowheel.spark.session": ["ROCKSDB_PROVIDER", "spark_session"],
     "aiowheel.spark.stream": [
         "Api",
+        "EVENT_TIME_SHIFT",
         "EXPIRY_SCHEMA",
         "SHARDS_PER_PARTITION",
         "check_checkpoint",

@@ -56,6 +56,7 @@ import io
 import math
 import pickle
 from collections.abc import Callable, Collection, Mapping, Sequence
+from operator import itemgetter
 from typing import Final, NamedTuple
 
 from aiowheel.spark._keystate import Event, IdleRule, StoredKey
@@ -99,8 +100,9 @@ PageRow = tuple[object, ...]
 # Reads the stored pages among the given ones (all of them for None), as stored; a page
 # without an entry is left out.
 PageReader = Callable[[Collection[int] | None], Mapping[int, PageRow]]
-# Where KeyState (and so StoredKey) keeps `wake`.
+# Where KeyState (and so StoredKey) keeps `wake`, and a C-level getter of it.
 _WAKE: Final = 4
+_wake_of = itemgetter(_WAKE)
 
 
 class Shard(NamedTuple):
@@ -282,7 +284,7 @@ def visit(
         keys = pages.get(page, {})
         if keys:
             written[page] = keys
-            wakes[page] = min(state[_WAKE] for state in keys.values())
+            wakes[page] = min(map(_wake_of, keys.values()))
         elif page in wakes:
             written[page] = None
             del wakes[page]

@@ -18,15 +18,24 @@ so arrival order never matters; an expiry at ``E`` is emitted once the watermark
 arrives later than ``delay`` after the log's largest ``ts`` at that time (Spark drops such late
 events) and copies of one ``event_id`` lie within ``delay`` of each other in ``ts``. The
 expiries between ``W`` and the log's end come out as time (the watermark) moves on.
+
+Spark's event time is ``ts`` moved :data:`EVENT_TIME_SHIFT` seconds later. Spark starts every
+query's watermark at the epoch and drops each event at or before the watermark, so an event at
+``ts <= 0`` (a generated log starts at 0) would be lost in the first micro-batch, though
+``replay`` counts it; shifted, ``ts`` may be anything after 1843 (``-EVENT_TIME_SHIFT``). The
+processors take the watermark and the timers back by the same amount: the state, the expiries
+and :func:`watermark` are in ``ts`` seconds, as before.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Sequence
-from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Literal, NamedTuple
 
 import pandas as pd  # type: ignore[import-untyped]
 from pyspark.errors import AnalysisException
@@ -63,6 +72,7 @@ from aiowheel.spark.events import (
 from aiowheel.spark.replay import _check_tick, _check_timeouts
 
 __all__ = [
+    "EVENT_TIME_SHIFT",
     "EXPIRY_SCHEMA",
     "SHARDS_PER_PARTITION",
     "Api",
@@ -83,6 +93,12 @@ _EXPIRY_TYPE = StructType(
     ]
 )
 
+# Spark's event time is ts moved this many seconds later (see the module documentation), and
+# so its watermark and the timers the processors register; a whole number of milliseconds.
+EVENT_TIME_SHIFT: Final = 4_000_000_000
+_SHIFT_MS: Final = EVENT_TIME_SHIFT * 1000
+_SHIFT_US: Final = EVENT_TIME_SHIFT * 1_000_000
+
 # A shard's index in the state store (aiowheel.spark._shard.INDEX_FIELDS): one value state.
 INDEX_TYPE = StructType(
     [
@@ -95,9 +111,16 @@ INDEX_TYPE = StructType(
 # A shard's pages: one map state, page -> its keys (aiowheel.spark._shard.PAGE_FIELDS).
 PAGE_KEY_TYPE = StructType([StructField("page", LongType(), nullable=False)])
 PAGE_TYPE = StructType([StructField("keys", BinaryType(), nullable=False)])
-# The state variables of the layout before pages (one pickled value per shard, named
-# "shard"): a checkpoint holding it is refused (see _refuse_other_layout).
-_FORMER_LAYOUT = "shard"
+# The shard's index, by the name of its state variable.
+INDEX_STATE = "shard_index"
+# The former layouts, by a state variable only they have: a checkpoint holding one is refused
+# (see _refuse_other_layout). "shard": one pickled value per shard, before pages; "index": the
+# index's name while Spark's event time was ts itself, before EVENT_TIME_SHIFT (its timers and
+# watermark would read 4e9 s early).
+_FORMER_LAYOUTS: Final = {
+    "shard": "one pickled value per shard",
+    "index": "pages, with Spark's event time not shifted",
+}
 
 Api = Literal["row", "pandas"]
 
@@ -114,6 +137,27 @@ _OPERATORS: dict[str, tuple[str, str]] = {
 SHARDS_PER_PARTITION = 8
 
 
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block, then back as it was.
+
+    A visit decodes, builds and encodes tens of thousands of small tuples, lists and dicts,
+    none of them in a reference cycle: reference counting frees every one. Each allocation
+    still counts towards the collector's next pass, which walks every tracked object of the
+    Python worker (PySpark's, pandas' and the pages just decoded): left on, the collector took
+    about 30 % of a visit in the benchmark's replay of a shard (docs/spark.md). The handlers
+    return their output eagerly, so nothing they allocate outlives the block uncounted.
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
 class _ShardVisits(StatefulProcessor):
     """What both processors share: each group is a shard (:mod:`aiowheel.spark._shard`), with
     an index (one value state), its pages (one map state) and at most one timer. A visit costs
@@ -127,15 +171,19 @@ class _ShardVisits(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self.handle = handle
-        self.index = handle.getValueState("index", INDEX_TYPE)
+        self.index = handle.getValueState(INDEX_STATE, INDEX_TYPE)
         self.pages = handle.getMapState("pages", PAGE_KEY_TYPE, PAGE_TYPE)
 
     def close(self) -> None:
         """Nothing to release: all state lives in the state store."""
 
     def _visit(
-        self, arrived: dict[str, list[Event]], watermark: int, firing: int | None
+        self, arrived: dict[str, list[Event]], spark_watermark: int, spark_firing: int | None
     ) -> list[ExpiryRow]:
+        """Visit the shard at Spark's watermark, for the timer that fired (or None): both in
+        Spark's event time (ms), :data:`EVENT_TIME_SHIFT` after ``ts``."""
+        watermark = spark_watermark - _SHIFT_MS
+        firing = None if spark_firing is None else spark_firing - _SHIFT_MS
         row = self.index.get()  # None when the shard has no state: no separate exists() call
         before = _shard.load(row, self.shards)
         outcome = _shard.visit(
@@ -152,9 +200,9 @@ class _ShardVisits(StatefulProcessor):
         new = None if after is None else after.timer
         if old != new:
             if old is not None:
-                self.handle.deleteTimer(old)
+                self.handle.deleteTimer(old + _SHIFT_MS)
             if new is not None:
-                self.handle.registerTimer(new)
+                self.handle.registerTimer(new + _SHIFT_MS)
         if after is not None:
             self.index.update(_shard.dump(after, self.shards))
         elif before is not None:
@@ -182,20 +230,22 @@ class _IdleExpiryProcessor(_ShardVisits):
         self, key: Any, rows: Iterator[Row], timerValues: TimerValues
     ) -> Iterator[Row]:
         """Add the keys' new events; apply and emit what the watermark has passed."""
-        arrived: dict[str, list[Event]] = defaultdict(list)
-        # By position, unpacked as a tuple (a Row's own indexing is Python code).
-        for name, ts, rank, event_id, _event_time, _group in rows:
-            arrived[name].append((ts, rank, event_id))
-        return _rows(self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None))
+        with _collector_paused():
+            arrived: dict[str, list[Event]] = defaultdict(list)
+            # By position, unpacked as a tuple (a Row's own indexing is Python code).
+            for name, ts, rank, event_id, _event_time, _group in rows:
+                arrived[name].append((ts, rank, event_id))
+            return _rows(self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None))
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[Row]:
         """Apply and emit what the watermark has passed; set the next timer."""
-        expiries = self._visit(
-            {}, timerValues.getCurrentWatermarkInMs(), expiredTimerInfo.getExpiryTimeInMs()
-        )
-        return _rows(expiries)
+        with _collector_paused():
+            expiries = self._visit(
+                {}, timerValues.getCurrentWatermarkInMs(), expiredTimerInfo.getExpiryTimeInMs()
+            )
+            return _rows(expiries)
 
 
 class _IdleExpiryPandasProcessor(_ShardVisits):
@@ -205,26 +255,28 @@ class _IdleExpiryPandasProcessor(_ShardVisits):
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
         """Add the keys' new events; apply and emit what the watermark has passed."""
-        arrived: dict[str, list[Event]] = defaultdict(list)
-        for frame in rows:
-            for name, ts, rank, event_id in zip(
-                frame["key"].tolist(),
-                frame["ts"].tolist(),
-                frame["rank"].tolist(),
-                frame["event_id"].tolist(),
-                strict=True,
-            ):
-                arrived[name].append((ts, rank, event_id))
-        return _frames(self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None))
+        with _collector_paused():
+            arrived: dict[str, list[Event]] = defaultdict(list)
+            for frame in rows:
+                for name, ts, rank, event_id in zip(
+                    frame["key"].tolist(),
+                    frame["ts"].tolist(),
+                    frame["rank"].tolist(),
+                    frame["event_id"].tolist(),
+                    strict=True,
+                ):
+                    arrived[name].append((ts, rank, event_id))
+            return _frames(self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None))
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
         """Apply and emit what the watermark has passed; set the next timer."""
-        expiries = self._visit(
-            {}, timerValues.getCurrentWatermarkInMs(), expiredTimerInfo.getExpiryTimeInMs()
-        )
-        return _frames(expiries)
+        with _collector_paused():
+            expiries = self._visit(
+                {}, timerValues.getCurrentWatermarkInMs(), expiredTimerInfo.getExpiryTimeInMs()
+            )
+            return _frames(expiries)
 
 
 def _rows(expiries: list[ExpiryRow]) -> Iterator[Row]:
@@ -293,8 +345,9 @@ def _by_shard(events: DataFrame, delay: float, shards: int) -> GroupedData:
 
     The processors read rows by position: key, ts, rank, event_id, event_time, shard
     (event_time carries the watermark, by which Spark drops late events before they reach a
-    processor). Every column costs the row operator a conversion per row: keep them few. The
-    benchmark's floor query groups the same way.
+    processor: ``ts`` moved :data:`EVENT_TIME_SHIFT` seconds later). Every column costs the
+    row operator a conversion per row: keep them few. The benchmark's floor query groups the
+    same way.
     """
     keyed = (
         normalize_events(events)
@@ -303,7 +356,9 @@ def _by_shard(events: DataFrame, delay: float, shards: int) -> GroupedData:
             "ts",
             _kind_rank(F.col("kind")).alias("rank"),
             "event_id",
-            F.timestamp_micros(F.floor(F.col("ts") * F.lit(1_000_000.0))).alias("event_time"),
+            F.timestamp_micros(F.floor(F.col("ts") * F.lit(1_000_000.0)) + F.lit(_SHIFT_US)).alias(
+                "event_time"
+            ),
             F.pmod(F.xxhash64("key"), F.lit(shards)).cast("int").alias("shard"),
         )
         .withWatermark("event_time", f"{round(delay * 1000)} milliseconds")
@@ -474,14 +529,16 @@ def _state_variables(properties: str | None) -> frozenset[str]:
 
 
 def _refuse_other_layout(stored: list[_StoredOperator]) -> None:
-    """Refuse a checkpoint whose state is in the layout before pages: one pickled value per
-    shard, which this version neither reads nor converts."""
-    if any(_FORMER_LAYOUT in operator.variables for operator in stored):
-        raise ValueError(
-            "this checkpoint's state is in the former layout (one pickled value per shard, "
-            "state 'shard'), which this aiowheel does not read: finish it with the aiowheel "
-            "that started it, or start a new checkpoint"
-        )
+    """Refuse a checkpoint whose state is in a former layout (:data:`_FORMER_LAYOUTS`), which
+    this version neither reads nor converts."""
+    for operator in stored:
+        for variable, layout in _FORMER_LAYOUTS.items():
+            if variable in operator.variables:
+                raise ValueError(
+                    f"this checkpoint's state is in a former layout ({layout}, state "
+                    f"{variable!r}), which this aiowheel does not read: finish it with the "
+                    "aiowheel that started it, or start a new checkpoint"
+                )
 
 
 def _refuse_other_operator(stored: list[_StoredOperator], api: Api) -> None:
@@ -495,7 +552,8 @@ def _refuse_other_operator(stored: list[_StoredOperator], api: Api) -> None:
 
 
 def watermark(query: StreamingQuery) -> float | None:
-    """The query's event-time watermark in seconds after its last micro-batch, or None.
+    """The query's event-time watermark in ``ts`` seconds after its last micro-batch, or None
+    before any micro-batch and while no event has set one.
 
     Compare the sink's content with ``replay(events, horizon=watermark(query))``.
     """
@@ -506,7 +564,12 @@ def watermark(query: StreamingQuery) -> float | None:
     if stamp is None:
         return None
     moment = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    return (moment - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds()
+    # In whole milliseconds, as Spark keeps it: seconds as a float this far from the epoch
+    # would be off by a fraction of a microsecond, and replay's horizon must be exact.
+    spark_ms = (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+    if spark_ms <= 0:  # Spark's start: no event has set the watermark yet
+        return None
+    return (spark_ms - _SHIFT_MS) / 1000
 
 
 def write_stream_files(

@@ -53,6 +53,7 @@ from aiowheel.spark import (
     report,
     write_stream_files,
 )
+from aiowheel.spark.stream import EVENT_TIME_SHIFT
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -443,7 +444,8 @@ def _committed_watermark(checkpoint: Path) -> float:
         int(entry.name) for entry in (checkpoint / "commits").iterdir() if entry.name.isdigit()
     )
     offsets = (checkpoint / "offsets" / str(batch)).read_text().splitlines()
-    return float(json.loads(offsets[1])["batchWatermarkMs"]) / 1000
+    # Spark's event time is ts moved EVENT_TIME_SHIFT seconds later (aiowheel.spark.stream).
+    return float(json.loads(offsets[1])["batchWatermarkMs"] - EVENT_TIME_SHIFT * 1000) / 1000
 
 
 def _final_watermark(events: DataFrame) -> float:

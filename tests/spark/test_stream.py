@@ -8,13 +8,16 @@ checked here too.
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import re
 import shutil
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pandas as pd  # type: ignore[import-untyped]
 import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
@@ -33,7 +36,7 @@ from aiowheel.spark import (
     write_events,
 )
 from aiowheel.spark.events import EventFormat
-from aiowheel.spark.stream import _OPERATORS, Api, check_checkpoint
+from aiowheel.spark.stream import _OPERATORS, EVENT_TIME_SHIFT, Api, check_checkpoint
 
 pytestmark = pytest.mark.spark
 
@@ -122,7 +125,7 @@ def test_a_checkpoint_of_the_former_layout_is_refused_saying_what_to_do(
     checkpoint = tmp_path / "ckpt"
     shutil.copytree(Path(__file__).parent / "data" / "former-layout-checkpoint", checkpoint)
     message = (
-        "this checkpoint's state is in the former layout (one pickled value per shard, state "
+        "this checkpoint's state is in a former layout (one pickled value per shard, state "
         "'shard'), which this aiowheel does not read: finish it with the aiowheel that started "
         "it, or start a new checkpoint"
     )
@@ -138,6 +141,63 @@ def test_a_checkpoint_of_the_former_layout_is_refused_saying_what_to_do(
     assert not spark.streams.active
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         check_checkpoint(spark, str(checkpoint), "pandas")
+
+
+def test_a_checkpoint_from_before_the_event_time_shift_is_refused_saying_what_to_do(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """data/unshifted-layout-checkpoint is the metadata of a checkpoint written while Spark's
+    event time was ts itself (state "index"; paths made neutral). Its timers and watermark
+    would read EVENT_TIME_SHIFT seconds early: refused before any query starts."""
+    checkpoint = tmp_path / "ckpt"
+    shutil.copytree(Path(__file__).parent / "data" / "unshifted-layout-checkpoint", checkpoint)
+    message = (
+        "this checkpoint's state is in a former layout (pages, with Spark's event time not "
+        "shifted, state 'index'), which this aiowheel does not read: finish it with the "
+        "aiowheel that started it, or start a new checkpoint"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        check_checkpoint(spark, str(checkpoint), "pandas")
+    assert not spark.streams.active
+
+
+@pytest.mark.parametrize("api", ["pandas", "row"])
+def test_events_at_or_before_the_epoch_count_as_replay_counts_them(
+    spark: SparkSession, tmp_path: Path, api: Api
+) -> None:
+    """Spark starts a query's watermark at the epoch and drops each event at or before it: a
+    log that starts at ts 0 (generate's does) lost its first events in the first micro-batch.
+    Spark's event time is ts moved EVENT_TIME_SHIFT later, so they count, and so does an
+    event long before the epoch; the watermark reads in ts seconds."""
+    events = spark.createDataFrame(
+        [
+            ("at-zero", 0.0, "open", "z:0"),
+            ("just-after", 0.001, "open", None),
+            ("before", -5.0, "open", None),
+            ("long-before", -1.0e9, "open", None),
+            ("marker", 100.0, "open", None),
+        ],
+        EVENT_SCHEMA,
+    )
+    write_events(events, str(tmp_path / "in" / "0"))
+    query, _progress = run_to_end(
+        lambda: stream(
+            spark,
+            str(tmp_path / "in"),
+            output=str(tmp_path / "out"),
+            checkpoint=str(tmp_path / "ckpt"),
+            timeouts=[30.0],
+            tick=0.001,
+            api=api,
+        )
+    )
+    reached = watermark(query)
+    assert reached == 90.0
+    got = collect_expiries(spark.read.parquet(str(tmp_path / "out")))
+    assert got == collect_expiries(
+        replay(spark, events, timeouts=[30.0], tick=0.001, horizon=reached)
+    )
+    assert {expiry.key for expiry in got} == {"at-zero", "just-after", "before", "long-before"}
 
 
 def test_a_restart_keeps_its_checkpoints_shards_when_the_partitions_change(
@@ -297,3 +357,132 @@ def test_cli_stream_hands_its_options_to_the_job(
     assert cli._stream(spark, args, Console(file=io.StringIO())) == 0
     assert (started["shards"], started["api"], started["max_files_per_trigger"]) == (12, "row", 2)
     assert started["source"] == str(tmp_path / "in")
+
+
+class _Recorded:
+    """A state variable or handle of a processor under test, outside Spark: it keeps what it
+    is given in memory and notes, at every call, whether Python's cyclic collector was on."""
+
+    def __init__(self, calls: list[tuple[str, bool]]) -> None:
+        self.calls = calls
+        self.value: Any = None
+        self.entries: dict[tuple[int], tuple[bytes]] = {}
+        self.timers: set[int] = set()
+
+    def _note(self, name: str) -> None:
+        self.calls.append((name, gc.isenabled()))
+
+    # The handle.
+    def getValueState(self, name: str, schema: object) -> _Recorded:
+        return _Recorded(self.calls)
+
+    def getMapState(self, name: str, key: object, value: object) -> _Recorded:
+        return _Recorded(self.calls)
+
+    def registerTimer(self, at: int) -> None:
+        self._note("registerTimer")
+        self.timers.add(at)
+
+    def deleteTimer(self, at: int) -> None:
+        self._note("deleteTimer")
+        self.timers.discard(at)
+
+    # A value state.
+    def get(self) -> Any:
+        self._note("get")
+        return self.value
+
+    def update(self, value: Any) -> None:
+        self._note("update")
+        self.value = value
+
+    def clear(self) -> None:
+        self._note("clear")
+        self.value = None
+
+    # A map state.
+    def iterator(self) -> Iterator[tuple[tuple[int], tuple[bytes]]]:
+        self._note("iterator")
+        return iter(list(self.entries.items()))
+
+    def getValue(self, key: tuple[int]) -> tuple[bytes] | None:
+        self._note("getValue")
+        return self.entries.get(key)
+
+    def updateValue(self, key: tuple[int], value: tuple[bytes]) -> None:
+        self._note("updateValue")
+        self.entries[key] = value
+
+    def removeKey(self, key: tuple[int]) -> None:
+        self._note("removeKey")
+        self.entries.pop(key, None)
+
+
+class _At:
+    """TimerValues and ExpiredTimerInfo at a watermark (ms)."""
+
+    def __init__(self, watermark: int, firing: int | None = None) -> None:
+        self.watermark = watermark
+        self.firing = firing
+
+    def getCurrentWatermarkInMs(self) -> int:
+        return self.watermark
+
+    def getExpiryTimeInMs(self) -> int:
+        assert self.firing is not None
+        return self.firing
+
+
+@pytest.mark.parametrize("api", ["pandas", "row"])
+@pytest.mark.parametrize("collector_on", [True, False])
+def test_a_visit_runs_with_the_cyclic_collector_paused_and_leaves_it_as_it_was(
+    api: Api, collector_on: bool
+) -> None:
+    """Every state call of a visit, with input or from a timer, is made with the collector off
+    (the visit's allocations are acyclic, see stream._collector_paused); afterwards the
+    collector is as it was before, on or off, and the expiries are the rule's."""
+    from aiowheel.spark.stream import _IdleExpiryPandasProcessor, _IdleExpiryProcessor
+
+    calls: list[tuple[str, bool]] = []
+    handle = _Recorded(calls)
+    kind = _IdleExpiryPandasProcessor if api == "pandas" else _IdleExpiryProcessor
+    processor = kind([30.0], 0.001, 10.0, 1)
+    processor.init(handle)  # type: ignore[arg-type]
+    events = [("a", 1.0, 0, "a:1"), ("b", 2.0, 0, "b:1")]
+    was = gc.isenabled()
+    try:
+        if not collector_on:
+            gc.disable()
+        if api == "pandas":
+            rows: Any = [pd.DataFrame(events, columns=["key", "ts", "rank", "event_id"])]
+        else:
+            # The row operator's rows: key, ts, rank, event_id, event_time, shard.
+            rows = [(*event, None, 0) for event in events]
+        start = _At(EVENT_TIME_SHIFT * 1000)  # Spark's watermark at ts 0
+        assert list(processor.handleInputRows(("0",), iter(rows), start)) == []  # type: ignore[arg-type]
+        assert gc.isenabled() is collector_on
+        (timer,) = handle.timers
+        # Spark's watermark and timers are in its event time: ts moved EVENT_TIME_SHIFT later.
+        at = EVENT_TIME_SHIFT * 1000 + 40_000
+        out = list(processor.handleExpiredTimer(("0",), _At(at), _At(at, timer)))  # type: ignore[arg-type]
+        assert gc.isenabled() is collector_on
+    finally:
+        if was:
+            gc.enable()
+    emitted = (
+        [tuple(row) for frame in out for row in frame.itertuples(index=False)]
+        if api == "pandas"
+        else [tuple(row) for row in out]
+    )
+    assert sorted(emitted) == [("a", 30.0, 31.0, 1.0), ("b", 30.0, 32.0, 2.0)]
+    assert calls and all(on is False for _, on in calls), calls
+
+
+def test_the_collector_comes_back_on_after_a_visit_that_raises() -> None:
+    from aiowheel.spark.stream import _collector_paused
+
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), _collector_paused():
+        assert not gc.isenabled()
+        raise RuntimeError("a visit that fails")
+    assert gc.isenabled()
