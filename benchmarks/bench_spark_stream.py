@@ -584,7 +584,9 @@ def main(argv: list[str] | None = None) -> int:
                 measured: dict[str, Any] = {}
                 for query in order:
                     runs = {
-                        size: start(spark, query, folders[size], os.path.join(tmp, "work"))
+                        # A folder per size: the large stream's output is checked below,
+                        # after the small one ran (which, sharing a folder, wrote over it).
+                        size: start(spark, query, folders[size], os.path.join(tmp, f"work-{size}"))
                         for size in ("large", "small")
                     }
                     if query == "stream" and index == 0:
