@@ -115,19 +115,29 @@ def test_a_checkpoint_is_refused_with_the_other_operator(
     check_checkpoint(spark, checkpoint, first)
 
 
-def test_a_checkpoint_of_the_former_layout_is_refused_saying_what_to_do(
-    spark: SparkSession, tmp_path: Path
+@pytest.mark.parametrize(
+    ("fixture", "layout"),
+    [
+        ("former-layout-checkpoint", "one pickled value per shard, state 'shard'"),
+        (
+            "unshifted-layout-checkpoint",
+            "pages, with Spark's event time not shifted, state 'index'",
+        ),
+    ],
+)
+def test_a_checkpoint_of_a_former_layout_is_refused_saying_what_to_do(
+    spark: SparkSession, tmp_path: Path, fixture: str, layout: str
 ) -> None:
-    """data/former-layout-checkpoint is the metadata of a checkpoint the stream wrote before its
-    keys moved into pages (one pickled value per shard, state "shard"; paths made neutral).
-    Its state is neither read nor silently replaced: the stream refuses it before any query
-    starts, saying what to do."""
+    """Each data/*-layout-checkpoint is the metadata of a checkpoint the stream wrote in a
+    former layout (paths made neutral): before its keys moved into pages (one pickled value per
+    shard, state "shard"), and while Spark's event time was ts itself (state "index": its
+    timers and watermark would read EVENT_TIME_SHIFT seconds early). Its state is neither read
+    nor silently replaced: the stream refuses it before any query starts, saying what to do."""
     checkpoint = tmp_path / "ckpt"
-    shutil.copytree(Path(__file__).parent / "data" / "former-layout-checkpoint", checkpoint)
+    shutil.copytree(Path(__file__).parent / "data" / fixture, checkpoint)
     message = (
-        "this checkpoint's state is in a former layout (one pickled value per shard, state "
-        "'shard'), which this aiowheel does not read: finish it with the aiowheel that started "
-        "it, or start a new checkpoint"
+        f"this checkpoint's state is in a former layout ({layout}), which this aiowheel does "
+        "not read: finish it with the aiowheel that started it, or start a new checkpoint"
     )
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         stream(
@@ -141,24 +151,6 @@ def test_a_checkpoint_of_the_former_layout_is_refused_saying_what_to_do(
     assert not spark.streams.active
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         check_checkpoint(spark, str(checkpoint), "pandas")
-
-
-def test_a_checkpoint_from_before_the_event_time_shift_is_refused_saying_what_to_do(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    """data/unshifted-layout-checkpoint is the metadata of a checkpoint written while Spark's
-    event time was ts itself (state "index"; paths made neutral). Its timers and watermark
-    would read EVENT_TIME_SHIFT seconds early: refused before any query starts."""
-    checkpoint = tmp_path / "ckpt"
-    shutil.copytree(Path(__file__).parent / "data" / "unshifted-layout-checkpoint", checkpoint)
-    message = (
-        "this checkpoint's state is in a former layout (pages, with Spark's event time not "
-        "shifted, state 'index'), which this aiowheel does not read: finish it with the "
-        "aiowheel that started it, or start a new checkpoint"
-    )
-    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
-        check_checkpoint(spark, str(checkpoint), "pandas")
-    assert not spark.streams.active
 
 
 @pytest.mark.parametrize("api", ["pandas", "row"])
