@@ -252,14 +252,12 @@ def _watermark_of(query: Any) -> float | None:
 
 
 def emitted(spark: SparkSession, run: dict[str, Any]) -> int:
-    """The rows a query's sink holds: Spark's file sink reports no row count of its own. The
-    floor emits none (and its sink then holds no file Spark could read a schema from)."""
-    from pyspark.errors import AnalysisException
+    """The rows a query's sink holds: Spark's file sink reports no row count of its own. Read
+    with the schema given, as the command line counts its sink: the floor emits nothing, and a
+    sink without a file has no schema to infer."""
+    from aiowheel.spark.stream import EXPIRY_SCHEMA
 
-    try:
-        return spark.read.parquet(run["output"]).count()
-    except AnalysisException:
-        return 0
+    return spark.read.schema(EXPIRY_SCHEMA).parquet(run["output"]).count()
 
 
 def agrees(spark: SparkSession, log: DataFrame, run: dict[str, Any]) -> bool:
