@@ -1,9 +1,10 @@
-"""Build the optional compiled parts: one extension per compiled home in ``aiowheel._impl.TWINS``.
+"""Build the optional compiled parts: one extension per compiled home in ``aiowheel._impl.TWINS``
+and ``aiowheel._impl.EDGE_TWINS``.
 
 All other metadata is in pyproject.toml.
 
 The parts are read from the twin table, not listed here: ``aiowheel/_impl.py`` is parsed
-(``ast``; the package is not imported) and every distinct compiled module of ``TWINS`` is built
+(``ast``; the package is not imported) and every distinct compiled module of both is built
 from the ``.pyx`` of that name (``aiowheel._ctimercore`` from ``aiowheel/_ctimercore.pyx``).
 
 The extensions are optional, as in aio-libs' packages: without Cython or a working C compiler,
@@ -48,16 +49,21 @@ DEPENDS = sorted(glob.glob("aiowheel/**/*.px[id]", recursive=True))
 
 
 def compiled_homes() -> list[str]:
-    """The distinct compiled modules of ``aiowheel._impl.TWINS``, in the table's order."""
+    """The distinct compiled modules of ``aiowheel._impl.TWINS`` and ``EDGE_TWINS``, in the
+    tables' order."""
     tree = ast.parse((SRC / "aiowheel" / "_impl.py").read_text())
+    tables = {}
     for node in tree.body:
         if isinstance(node, ast.AnnAssign | ast.Assign):
             targets = [node.target] if isinstance(node, ast.AnnAssign) else node.targets
-            if any(isinstance(t, ast.Name) and t.id == "TWINS" for t in targets):
-                assert node.value is not None
-                twins = ast.literal_eval(node.value)
-                return list(dict.fromkeys(compiled for _, _, compiled, _ in twins))
-    raise RuntimeError("aiowheel/_impl.py has no TWINS table")
+            for table in ("TWINS", "EDGE_TWINS"):
+                if any(isinstance(t, ast.Name) and t.id == table for t in targets):
+                    assert node.value is not None
+                    tables[table] = ast.literal_eval(node.value)
+    if set(tables) != {"TWINS", "EDGE_TWINS"}:
+        raise RuntimeError("aiowheel/_impl.py lacks its TWINS or EDGE_TWINS table")
+    rows = [*tables["TWINS"], *tables["EDGE_TWINS"]]
+    return list(dict.fromkeys(compiled for _, _, compiled, _ in rows))
 
 
 class OptionalBuildExt(build_ext):

@@ -17,6 +17,12 @@ implements the same names with the same behaviour, errors and tests.
 build's list of compiled parts) read it; nothing else names the twins' modules. It is a plain
 literal so that ``setup.py`` can read it without importing the package.
 
+An edge has twins too, listed apart in :data:`EDGE_TWINS` because ``import aiowheel`` must not
+import them: ``rule`` -- the Spark stream's per-key idle-expiry rule, ``IdleRule`` and
+``wake_ms`` (pure: :mod:`aiowheel.spark._keystate`, which needs the ``spark`` extra). The build
+and the parity tests read both tables alike; the edge imports its twin on first use, through
+:func:`edge_twin`, which follows the same choice of implementation.
+
 The words (docs/how-it-works.md says them too): the **implementation** is the choice between the
 compiled and the pure twins, named ``"compiled"`` or ``"pure"`` (:data:`IMPLEMENTATIONS`); an
 :class:`Implementation` holds one implementation's twin of every row (``twins.timer.TimerCore``
@@ -45,6 +51,7 @@ from aiowheel import _contract
 __all__ = [
     "COMPILED",
     "CPYTHON_FALLBACK",
+    "EDGE_TWINS",
     "IMPLEMENTATION",
     "IMPLEMENTATIONS",
     "PURE",
@@ -60,6 +67,7 @@ __all__ = [
     "ceil_ticks",
     "compiled_implementation",
     "documented_by",
+    "edge_twin",
     "floor_ticks",
     "implementation_named",
 ]
@@ -80,6 +88,12 @@ TWINS: Final = (
         ("ClockWatch", "LoopCore", "LoopTimerHandle"),
     ),
     ("idle", "aiowheel._idlecore", "aiowheel._cidlecore", ("IdleCore",)),
+)
+
+#: The twins of the edges, imported by their edge on first use (:func:`edge_twin`), never by
+#: ``import aiowheel``: rows as in :data:`TWINS`.
+EDGE_TWINS: Final = (
+    ("rule", "aiowheel.spark._keystate", "aiowheel.spark._ckeystate", ("IdleRule", "wake_ms")),
 )
 
 
@@ -155,6 +169,33 @@ def implementation_named(name: str | None) -> Implementation:
             )
         return _COMPILED_IMPLEMENTATION
     raise ValueError(f"implementation must be 'compiled', 'pure' or None, got {name!r}")
+
+
+def edge_twin(row: str, implementation: str | None = None) -> ModuleType:
+    """The module of ``implementation``'s twin of the :data:`EDGE_TWINS` row ``row``, imported
+    now (an edge's twins may need an optional dependency).
+
+    ``implementation`` is named as for :func:`implementation_named` (None: :data:`SELECTED`'s).
+    The compiled twin when that is ``"compiled"`` and its part is built, else the pure one; for
+    an explicit ``"compiled"`` whose part is not built, RuntimeError. ValueError for a row the
+    table does not have.
+    """
+    chosen = implementation_named(implementation).name
+    for name, pure, compiled, _ in EDGE_TWINS:
+        if name != row:
+            continue
+        if chosen == "pure":
+            return importlib.import_module(pure)
+        try:
+            return importlib.import_module(compiled)
+        except ImportError:  # the core's parts are built, this one not (or not importable)
+            if implementation == "compiled":
+                raise RuntimeError(
+                    f"implementation='compiled': the compiled twin {compiled} is not built "
+                    "for this interpreter; use implementation='pure' or None"
+                ) from None
+            return importlib.import_module(pure)
+    raise ValueError(f"aiowheel._impl.EDGE_TWINS has no row {row!r}")
 
 
 IMPLEMENTATION: Literal["compiled", "pure"] = SELECTED.name

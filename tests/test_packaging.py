@@ -36,7 +36,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from aiowheel._impl import TWINS
+from aiowheel._impl import EDGE_TWINS, TWINS
 
 REPO = Path(__file__).resolve().parent.parent
 # The release's smoke test of an installed aiowheel (run on every wheel before publishing).
@@ -313,8 +313,8 @@ def test_the_wheel_is_compiled_and_holds_no_build_leftovers(dists: tuple[Path, P
         names = set(archive.namelist())
     package = {name for name in names if name.startswith("aiowheel/")}
     extensions = {name for name in package if name.endswith((".so", ".pyd"))}
-    # One compiled part per compiled home of the twin table, each built once.
-    homes = {compiled for _, _, compiled, _ in TWINS}
+    # One compiled part per compiled home of the twin tables, each built once.
+    homes = {compiled for _, _, compiled, _ in (*TWINS, *EDGE_TWINS)}
     assert len(extensions) == len(homes)
     assert {name.partition(".")[0].replace("/", ".") for name in extensions} == homes
     assert package - extensions == _package_files()

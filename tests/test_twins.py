@@ -1,4 +1,6 @@
-"""The twins keep one contract: every check here is generated from :data:`aiowheel._impl.TWINS`.
+"""The twins keep one contract: every check here is generated from :data:`aiowheel._impl.TWINS`
+and :data:`aiowheel._impl.EDGE_TWINS` (an edge's rows are skipped where its optional dependency,
+pyspark for the Spark rule, is not installed).
 
 For each twin the table lists, both homes exist and export exactly the listed names; each name
 has, in both twins, the same public attributes, docstrings and parameters (names, kinds,
@@ -37,6 +39,8 @@ needs_compiled = pytest.mark.skipif(
 
 #: Every (twin, name) the table lists.
 NAMES = [(twin, name) for twin, _, _, names in _impl.TWINS for name in names]
+#: Every (twin, name) the edges' table lists.
+EDGE_NAMES = [(twin, name) for twin, _, _, names in _impl.EDGE_TWINS for name in names]
 
 
 def public_names(obj: object) -> set[str]:
@@ -72,10 +76,38 @@ def test_each_home_exports_exactly_the_twins_names(
 @pytest.mark.parametrize(("twin", "name"), NAMES)
 def test_the_same_names_docstrings_and_parameters(twin: str, name: str) -> None:
     assert COMPILED is not None
-    pure, compiled = (
-        getattr(getattr(_impl.PURE, twin), name),
-        getattr(getattr(COMPILED, twin), name),
-    )
+    same_surface(getattr(getattr(_impl.PURE, twin), name), getattr(getattr(COMPILED, twin), name))
+
+
+def edge_homes(twin: str) -> tuple[Any, Any]:
+    """The pure and the compiled module of an edge's twin; skips the test without the edge's
+    optional dependency or the compiled part."""
+    pytest.importorskip("pyspark")
+    try:
+        return _impl.edge_twin(twin, "pure"), _impl.edge_twin(twin, "compiled")
+    except RuntimeError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize(("twin", "pure", "compiled", "names"), _impl.EDGE_TWINS, ids=lambda v: v)
+def test_each_edge_home_exports_exactly_the_twins_names(
+    twin: str, pure: str, compiled: str, names: tuple[str, ...]
+) -> None:
+    pure_home, compiled_home = edge_homes(twin)
+    assert (pure_home.__name__, compiled_home.__name__) == (pure, compiled)
+    assert set(names) <= set(pure_home.__all__)
+    assert sorted(compiled_home.__all__) == sorted(names)
+
+
+@pytest.mark.parametrize(("twin", "name"), EDGE_NAMES)
+def test_the_edge_twins_have_the_same_names_docstrings_and_parameters(twin: str, name: str) -> None:
+    pure_home, compiled_home = edge_homes(twin)
+    same_surface(getattr(pure_home, name), getattr(compiled_home, name))
+
+
+def same_surface(pure: Any, compiled: Any) -> None:
+    """The same docstrings and parameters; for a class, the same public attributes, each
+    with the same docstring and parameters."""
     # getdoc: a compiled method's docstring comes dedented.
     assert inspect.getdoc(compiled) == inspect.getdoc(pure)
     if not isinstance(pure, type):
@@ -83,7 +115,7 @@ def test_the_same_names_docstrings_and_parameters(twin: str, name: str) -> None:
         return
     compiled_names = public_names(compiled)
     entry = _impl.PURE.wheel.Entry
-    if not issubclass(pure, entry):
+    if not issubclass(pure, entry) and COMPILED is not None:
         # A compiled handle that is its own wheel entry where the pure one holds an entry: the
         # entry's fields are how it keeps its place on the wheel, the twin's own.
         compiled_names -= public_names(COMPILED.wheel.Entry) - public_names(pure)
@@ -119,14 +151,20 @@ def test_the_examples_in_the_twins_docstrings_run_on_each_implementation(
 def test_every_compiled_part_in_the_tree_is_a_row_of_the_table() -> None:
     """A .pyx nobody lists would be built by no one (setup.py builds what the table names)."""
     root = Path(aiowheel.__file__).parent
-    parts = {f"aiowheel.{path.stem}" for path in root.glob("*.pyx")}
-    assert parts == {compiled for _, _, compiled, _ in _impl.TWINS}
-    for _, pure, _, _ in _impl.TWINS:
+    parts = {
+        ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        for path in root.rglob("*.pyx")
+    }
+    rows = (*_impl.TWINS, *_impl.EDGE_TWINS)
+    assert parts == {compiled for _, _, compiled, _ in rows}
+    for _, pure, _, _ in rows:
         assert (root.parent / Path(*pure.split("."))).with_suffix(".py").is_file(), pure
 
 
-def test_the_table_is_a_literal_the_build_can_read() -> None:
-    """setup.py reads TWINS with ast, without importing the package (no anyio at build time)."""
+@pytest.mark.parametrize("table", ["TWINS", "EDGE_TWINS"])
+def test_the_table_is_a_literal_the_build_can_read(table: str) -> None:
+    """setup.py reads the tables with ast, without importing the package (no anyio at build
+    time)."""
     import ast
 
     tree = ast.parse(Path(_impl.__file__).read_text())
@@ -135,11 +173,11 @@ def test_the_table_is_a_literal_the_build_can_read() -> None:
         for node in tree.body
         if isinstance(node, ast.AnnAssign | ast.Assign)
         and any(
-            isinstance(target, ast.Name) and target.id == "TWINS"
+            isinstance(target, ast.Name) and target.id == table
             for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
         )
     ]
-    assert ast.literal_eval(value) == _impl.TWINS
+    assert ast.literal_eval(value) == getattr(_impl, table)
 
 
 # -- one text per method: the layers that hold a core --------------------------------------------

@@ -58,9 +58,10 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from aiowheel import _impl
 from aiowheel._checks import check_count, check_length
 from aiowheel.spark import _shard
-from aiowheel.spark._keystate import Event, IdleRule
+from aiowheel.spark._keystate import Event
 from aiowheel.spark._shard import ExpiryRow
 from aiowheel.spark.events import (
     EVENT_COLUMNS,
@@ -162,14 +163,25 @@ class _ShardVisits(StatefulProcessor):
     """What both processors share: each group is a shard (:mod:`aiowheel.spark._shard`), with
     an index (one value state), its pages (one map state) and at most one timer. A visit costs
     one read and one write (or clear) of the index, a read and a write (or removal) of each
-    page it touches, and a timer move only when the shard's timer must move."""
+    page it touches, and a timer move only when the shard's timer must move.
+
+    The rule is the ``rule`` twin of :data:`aiowheel._impl.EDGE_TWINS` of the implementation
+    selected where the processor is made (the driver): compiled unless it is not built or
+    ``AIOWHEEL_NO_EXTENSIONS`` is set. Spark ships the processor to its Python workers pickled,
+    with that choice; each worker makes the rule in :meth:`init`.
+    """
 
     def __init__(self, timeouts: Sequence[float], tick: float, delay: float, shards: int) -> None:
-        self.rule = IdleRule(timeouts, tick, delay)
-        self.width = _shard.slot_width(self.rule.timeouts)
+        self.timeouts = tuple(timeouts)
+        self.tick = tick
+        self.delay = delay
+        self.implementation = _impl.implementation_named(None).name
+        self.width = _shard.slot_width(self.timeouts)
         self.shards = shards
 
     def init(self, handle: StatefulProcessorHandle) -> None:
+        twin = _impl.edge_twin("rule", self.implementation)
+        self.rule = twin.IdleRule(self.timeouts, self.tick, self.delay)
         self.handle = handle
         self.index = handle.getValueState(INDEX_STATE, INDEX_TYPE)
         self.pages = handle.getMapState("pages", PAGE_KEY_TYPE, PAGE_TYPE)

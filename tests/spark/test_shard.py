@@ -5,6 +5,9 @@ watermark of a batch is the largest ts of the batches before it minus the delay,
 before the previous batch's watermark is dropped as late, each key with input is visited, then
 each key whose timer the watermark has passed. Whatever the batching and the arrival order, the
 expiries emitted when the watermark stands at W must be the reference's up to horizon W.
+
+Every test runs on both twins of the rule (``aiowheel._impl.EDGE_TWINS``): the ``implementation``
+fixture selects one, and :func:`make_rule` makes its ``IdleRule``, as the stream's processors do.
 """
 
 from __future__ import annotations
@@ -17,15 +20,23 @@ from collections.abc import Collection
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from idle_reference import Event, reference_expiries
 
+from aiowheel import _impl
 from aiowheel.spark import _shard as shard
-from aiowheel.spark._keystate import IdleRule, KeyState, wake_ms
+from aiowheel.spark._keystate import IdleRule, KeyState
 from aiowheel.spark.events import KIND_RANK
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("implementation")]
+
+
+def make_rule(timeouts: list[float], tick: float, delay: float) -> IdleRule:
+    """The rule twin of the implementation under test (the ``implementation`` fixture's)."""
+    rule: IdleRule = _impl.edge_twin("rule").IdleRule(timeouts, tick, delay)
+    return rule
+
 
 ExpiryRow = tuple[str, float, float, float]
 
@@ -153,7 +164,7 @@ def run(
     delay: float,
     shards: int = 3,
 ) -> Model:
-    model = Model(IdleRule(timeouts, tick, delay), shards)
+    model = Model(make_rule(timeouts, tick, delay), shards)
     for batch in arrivals:
         model.batch(batch)
     model.idle()
@@ -208,7 +219,7 @@ def test_a_late_copy_within_the_delay_counts_once() -> None:
 
 
 def test_pending_events_are_kept_in_rule_order_and_applied_once_passed() -> None:
-    rule = IdleRule([30.0], 1.0, 10.0)
+    rule = make_rule([30.0], 1.0, 10.0)
     # Arrived out of order, none passed by the watermark (5 s): all pending, in (ts, kind)
     # order; the key wakes at the first expiry they lead to.
     first = rule.visit(None, [(9.0, 1, "x"), (7.0, 2, None), (7.0, 0, "y"), (8.0, 1, None)], 5_000)
@@ -231,7 +242,7 @@ def test_pending_events_are_kept_in_rule_order_and_applied_once_passed() -> None
 
 def test_wake_ms_is_the_first_millisecond_at_or_after() -> None:
     for t in (0.0, 0.001, 0.0015, 1.1, 30.001, 1e6 + 0.001, 1.7e9 + 0.123, -2.5):
-        m = wake_ms(t)
+        m = _impl.edge_twin("rule").wake_ms(t)
         assert m / 1000.0 >= t
         assert (m - 1) / 1000.0 < t
 
@@ -256,7 +267,7 @@ def test_a_visit_without_input_reads_the_due_keys_pages_not_the_shard() -> None:
     # 2,000 keys in one shard opened at 0 s; all but ten talk again at 20 s. When the
     # watermark reaches the ten's expiry, the visit reads the page of those ten, not the
     # 1,990 other keys (which moved to the page of their new wake-up at 20 s).
-    model = Model(IdleRule([30.0], 0.001, 0.0), shards=1)
+    model = Model(make_rule([30.0], 0.001, 0.0), shards=1)
     model.batch([(f"k{n}", 0.0, "open", None) for n in range(2_000)])
     model.batch([(f"k{n}", 20.0, "data", None) for n in range(10, 2_000)])
     model.advance(30.0)
@@ -277,7 +288,7 @@ def test_a_visit_with_input_decodes_the_states_of_the_pages_it_changes_only(
     # 2,000 keys in one shard, opened over 20 s: pages of about 1.9 s each (30 s / 16). Ten
     # keys of the first page talk at 25 s: the visit reads every page (to find them) but
     # decodes the states of their page and of the page they move to, not of the other keys.
-    model = Model(IdleRule([30.0], 0.001, 0.0), shards=1)
+    model = Model(make_rule([30.0], 0.001, 0.0), shards=1)
     model.batch([(f"k{n}", n / 100.0, "open", None) for n in range(2_000)])
     decoded: list[int] = []
     states, visit = shard.StoredPage.states, shard.visit
@@ -314,7 +325,7 @@ def test_a_late_event_does_not_rewrite_a_full_page_for_one_key() -> None:
     # 1,000 keys touched at 20 s share the page of their wake-up (50 s); x, opened at 5 s,
     # gets a late event at 19 s, whose wake-up (49 s) falls in that page. x stays in its own
     # page, which the visit writes anyway: one key written, not the full page.
-    model = Model(IdleRule([30.0], 0.001, 10.0), shards=1)
+    model = Model(make_rule([30.0], 0.001, 10.0), shards=1)
     model.batch([(f"k{n}", 20.0, "open", None) for n in range(1_000)] + [("x", 5.0, "open", None)])
     assert len(model.page(0, 50_000 // model.width)) == 1_000
     model.batch([("x", 19.0, "data", None)])
@@ -335,7 +346,7 @@ def test_a_page_written_by_the_earlier_encoding_reads_the_same() -> None:
         [("z", 40.0, "data", None)],
     ]
     now = run(events, timeouts=[5.0, 30.0], tick=0.5, delay=2.0, shards=2)
-    rewritten = Model(IdleRule([5.0, 30.0], 0.5, 2.0), shards=2)
+    rewritten = Model(make_rule([5.0, 30.0], 0.5, 2.0), shards=2)
     for batch in events:
         for pages in rewritten.pages.values():
             for page, row in pages.items():
@@ -386,13 +397,16 @@ def logs(draw: st.DrawFn) -> tuple[list[list[Event]], float, list[float], float]
     return arrivals, tick, timeouts, delay
 
 
-@settings(max_examples=300, deadline=None)
+# The implementation fixture holds for every example: nothing of it changes between them.
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(logs(), st.sampled_from([1, 2, 5]))
 def test_visits_emit_what_replay_emits_up_to_the_watermark(
     case: tuple[list[list[Event]], float, list[float], float], shards: int
 ) -> None:
     arrivals, tick, timeouts, delay = case
-    model = Model(IdleRule(timeouts, tick, delay), shards)
+    model = Model(make_rule(timeouts, tick, delay), shards)
     accepted: list[Event] = []
     for batch in [*arrivals, [], []]:
         late = model.watermark

@@ -1,0 +1,192 @@
+"""The rule's two twins, side by side: the compiled IdleRule returns what the pure one returns.
+
+:mod:`aiowheel.spark._keystate` is the specification, :mod:`aiowheel.spark._ckeystate` its
+compiled twin (``aiowheel._impl.EDGE_TWINS``). Each visit here goes to both with equal inputs,
+and the outcomes must be equal to the repr -- the same floats, ints and None in the same places,
+the caller's event tuples kept as they were -- or both raise the same error. What the rule does
+against the reference is tested in test_shard.py, on each twin.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+import sys
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aiowheel import _impl
+from aiowheel.spark import _keystate as pure
+from aiowheel.spark.events import KIND_RANK
+from aiowheel.spark.stream import _IdleExpiryPandasProcessor, _IdleExpiryProcessor
+
+pytestmark = pytest.mark.spark
+
+try:
+    compiled: Any = _impl.edge_twin("rule", "compiled")
+except RuntimeError:  # not built, or AIOWHEEL_NO_EXTENSIONS
+    compiled = None
+needs_compiled = pytest.mark.skipif(compiled is None, reason="the compiled twin is not built")
+
+Event = tuple[float, int, "str | None"]
+
+
+def outcome(call: Any) -> str:
+    """What a call returned, or the error it raised, as text: equal texts, equal outcomes."""
+    try:
+        return "returned " + repr(call())
+    except Exception as exc:
+        return f"raised {type(exc).__name__}: {exc}"
+
+
+def both(timeouts: list[float], tick: float, delay: float) -> tuple[pure.IdleRule, Any]:
+    return pure.IdleRule(timeouts, tick, delay), compiled.IdleRule(timeouts, tick, delay)
+
+
+def visit_both(
+    rules: tuple[pure.IdleRule, Any], stored: Any, arrived: list[Event], watermark: int
+) -> str:
+    """One visit on each twin, each with its own copies of the inputs; their common outcome."""
+    pure_rule, compiled_rule = rules
+    expected = outcome(lambda: pure_rule.visit_stored(_copy(stored), list(arrived), watermark))
+    got = outcome(lambda: compiled_rule.visit_stored(_copy(stored), list(arrived), watermark))
+    assert got == expected
+    return expected
+
+
+def _copy(stored: Any) -> Any:
+    """A state with its own list of events (a visit may reuse the list it was given)."""
+    if stored is None:
+        return None
+    last_seen, fired, applied, recent, wake = stored
+    return (last_seen, fired, applied, list(recent), wake)
+
+
+events = st.tuples(
+    st.one_of(
+        st.integers(-40, 400).map(lambda n: n / 4),
+        st.floats(-1e3, 1e4, allow_nan=False, allow_infinity=False),
+    ),
+    st.sampled_from(sorted(KIND_RANK.values())),
+    st.one_of(st.none(), st.sampled_from(["a", "b", "c", "d"])),
+)
+
+
+@needs_compiled
+@settings(max_examples=400, deadline=None)
+@given(
+    timeouts=st.lists(st.sampled_from([0.5, 3.0, 5.0, 8.0, 30.0]), min_size=1, unique=True).map(
+        sorted
+    ),
+    tick=st.sampled_from([1.0, 0.5, 0.25, 0.001, 0.1, 3.0]),
+    delay=st.sampled_from([0.0, 1.0, 2.5, 10.0]),
+    visits=st.lists(
+        st.tuples(st.lists(events, max_size=6), st.integers(-10_000, 500_000)),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_the_twins_visit_alike(
+    timeouts: list[float],
+    tick: float,
+    delay: float,
+    visits: list[tuple[list[Event], int]],
+) -> None:
+    """A key's visits in a row, the state of each taken from the pure twin's outcome (the
+    watermark goes anywhere, events arrive in any order: the twins agree even off contract)."""
+    rules = both(timeouts, tick, delay)
+    stored: Any = None
+    for arrived, watermark in visits:
+        visit_both(rules, stored, arrived, watermark)
+        stored, _ = rules[0].visit_stored(_copy(stored), list(arrived), watermark)
+
+
+@needs_compiled
+def test_the_twins_agree_where_the_double_arithmetic_runs_out() -> None:
+    """A deadline beyond 2**52 ticks, an infinite or NaN time, a watermark far from zero: the
+    compiled twin hands these to the pure functions, which compute or raise the same."""
+    cases: list[tuple[list[float], float, list[Event], int]] = [
+        ([30.0], 0.001, [(4.6e12, 1, None)], 0),  # 2**52 ticks of 1 ms: ValueError
+        ([30.0], 1.0, [(4.6e12, 1, None)], 0),  # within range at 1 s ticks
+        ([30.0], 0.001, [(1e300, 1, None)], 0),
+        ([30.0], 0.001, [(math.inf, 1, None)], 0),
+        ([30.0], 0.001, [(math.nan, 1, None), (1.0, 1, None)], 5_000),
+        ([30.0], 0.001, [(-0.25, 1, None)], 0),  # a ceiling of -0.0
+        ([0.001], 0.001, [(-0.001, 1, None)], 0),  # a deadline at 0: 0.0, not -0.0
+        ([30.0], 0.001, [(1.0, 1, "x")], 2**62),
+        ([30.0], 0.001, [(1.0, 1, "x")], -(2**62)),
+        ([5.0], 1e-9, [(9e6, 1, None)], 0),  # 2**52 ticks of 1 ns
+    ]
+    for timeouts, tick, arrived, watermark in cases:
+        visit_both(both(timeouts, tick, 0.0), None, arrived, watermark)
+    for t in (0.0, -0.0, 0.0015, -2.5, 1e15, 9.1e12, 1e300, -1e300, math.inf, -math.inf, math.nan):
+        assert outcome(lambda t=t: compiled.wake_ms(t)) == outcome(lambda t=t: pure.wake_ms(t))
+
+
+@needs_compiled
+def test_pending_events_sort_by_ts_and_kind_keeping_arrival_order_within_ties() -> None:
+    """The compiled twin sorts short pending lists itself: the order is list.sort's, stable,
+    and every event kept is one of the caller's tuples."""
+    tied = [(5.0, 1, "b"), (5.0, 0, "a"), (5.0, 1, None), (4.0, 2, None), (5.0, 1, "c")]
+    rules = both([30.0], 0.5, 10.0)
+    for arrived in (tied, tied[::-1], tied * 2, tied * 3):  # 5, 10 and 15 events
+        result = visit_both(rules, None, arrived, 0)
+        assert "(4.0, 2, None), (5.0, 0, 'a')" in result
+        stored, _ = rules[1].visit_stored(None, list(arrived), 0)
+        assert stored[3] == sorted(arrived, key=lambda event: event[:2])
+        assert all(any(kept is event for event in tied) for kept in stored[3])
+    # An int rank is sorted in C; a float one by list.sort: the same order either way.
+    visit_both(rules, None, [(5.0, 1.5, None), (5.0, 1, None)], 0)  # type: ignore[list-item]
+
+
+@needs_compiled
+def test_a_visit_gains_or_loses_no_reference_to_the_callers_events() -> None:
+    """The C sort moves the list's items in place: each event is held as often after as
+    before, over many visits (a reference too many or too few would show a hundredfold)."""
+    tied = [(5.0, 1, "b"), (5.0, 0, "a"), (5.0, 1, None), (4.0, 2, None), (3.0, 1, "c")]
+    rule = compiled.IdleRule([30.0], 0.5, 10.0)
+    before = [sys.getrefcount(event) for event in tied]
+    for _ in range(100):
+        arrived = list(tied)
+        rule.visit_stored(None, arrived, 0)
+        rule.visit_stored(None, arrived, 4_500)
+    del arrived
+    assert [sys.getrefcount(event) for event in tied] == before
+
+
+@needs_compiled
+def test_the_compiled_rule_keeps_its_arguments_and_reads_them_once() -> None:
+    rule = compiled.IdleRule([5.0, 30.0], 0.001, 10.0)
+    assert (rule.timeouts, rule.tick, rule.delay) == ((5.0, 30.0), 0.001, 10.0)
+    with pytest.raises(AttributeError):
+        rule.tick = 1.0
+    with pytest.raises(TypeError):
+        compiled.IdleRule(["5"], 0.001, 10.0)
+    with pytest.raises(TypeError):
+        pickle.dumps(rule)  # the processors ship their arguments, not a rule
+
+
+@pytest.mark.parametrize("processor", [_IdleExpiryPandasProcessor, _IdleExpiryProcessor])
+def test_a_processor_runs_the_twin_of_the_implementation_selected_where_it_is_made(
+    implementation: str, processor: type
+) -> None:
+    """Made on the driver, pickled to a worker: the worker's rule is the driver's choice."""
+    made = pickle.loads(pickle.dumps(processor([30.0], 0.001, 10.0, 4)))
+    assert made.implementation == implementation
+    made.init(_Handle())
+    home = {"pure": "aiowheel.spark._keystate", "compiled": "aiowheel.spark._ckeystate"}
+    assert type(made.rule).__module__ == home[implementation]
+    assert made.rule.timeouts == (30.0,)
+
+
+class _Handle:
+    """The two state calls a processor's init makes, answering nothing."""
+
+    def getValueState(self, *args: object) -> None:  # Spark's name
+        return None
+
+    def getMapState(self, *args: object) -> None:  # Spark's name
+        return None
