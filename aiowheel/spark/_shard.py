@@ -37,10 +37,16 @@ The index row, field for field (:data:`INDEX_FIELDS`):
 
 A page's entry (:data:`PAGE_FIELDS`) is ``keys``: two pickles (protocol 5, without a memo: a
 page holds no object twice) one after the other, the page's keys (a tuple) and then their
-states (a tuple of KeyState tuples, in the same order). A visit with input reads every page,
-but decodes only the keys of most of them: the states of a page are decoded only if the visit
-changes it (one of its keys has events or is due). A page written by an earlier version (one
-pickled ``{key: state}`` dict) reads the same. Which page a key lives in decides only what a
+states (a tuple of KeyState tuples, in the same order). From :data:`COMPRESS_FROM` bytes on,
+the two pickles are stored compressed (Zstandard, through pyarrow, level 1): ``Z``, their
+length (8 bytes, little-endian), then the compressed frame. The bytes a page costs are moved
+between the Python worker and the JVM's state server at every read and write, and are what
+RocksDB writes; compressed, a page of the benchmark's log is about a third of its size, for
+about a tenth of the time moving the other two thirds took (docs/spark.md). A visit with input
+reads every page, but decodes only the keys of most of them: the states of a page are decoded
+only if the visit changes it (one of its keys has events or is due). A page written by an
+earlier version (one pickled ``{key: state}`` dict, or the two pickles uncompressed) reads the
+same. Which page a key lives in decides only what a
 visit reads, never what it emits: a restart may change the slot width (it follows the timeouts).
 
 The timer moves lazily. A timer that fires early does no harm (the visit finds nothing due and
@@ -59,9 +65,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from operator import itemgetter
 from typing import Final, NamedTuple
 
+import pyarrow  # type: ignore[import-untyped]
+
 from aiowheel.spark._keystate import Event, IdleRule, StoredKey
 
 __all__ = [
+    "COMPRESS_FROM",
     "INDEX_FIELDS",
     "PAGE_FIELDS",
     "ExpiryRow",
@@ -90,6 +99,12 @@ SLOTS_PER_TIMEOUT: Final = 16
 # this visit. Otherwise it stays in its page, which the visit writes anyway, so that a few late
 # events do not rewrite a full page (see the module documentation).
 MOVE_SHARE: Final = 8
+# A page's two pickles of at least this many bytes are stored compressed (see the module
+# documentation); below it, the frame's own bytes and the call would cost more than they save.
+COMPRESS_FROM: Final = 512
+# The first byte of a compressed page; an uncompressed one starts with pickle's PROTO (0x80).
+_ZSTD: Final = b"Z"
+_CODEC: Final = "zstd"
 
 # An expiry as the stream emits it: (key, timeout, expired_at, last_seen).
 ExpiryRow = tuple[str, float, float, float]
@@ -160,7 +175,7 @@ class StoredPage:
     __slots__ = ("_unpickler", "keys")
 
     def __init__(self, row: PageRow) -> None:
-        unpickler = pickle.Unpickler(io.BytesIO(row[0]))  # type: ignore[arg-type]
+        unpickler = pickle.Unpickler(io.BytesIO(_pickles_of(row[0])))  # type: ignore[arg-type]
         first = unpickler.load()
         if isinstance(first, dict):  # written by an earlier version: one {key: state} dict
             self.keys: tuple[str, ...] = tuple(first)
@@ -183,7 +198,21 @@ def load_page(row: PageRow) -> Page:
 
 def dump_page(page: Page) -> tuple[bytes]:
     """``page`` as its map state value (fields :data:`PAGE_FIELDS`)."""
-    return (_pickled(tuple(page)) + _pickled(tuple(page.values())),)
+    pickles = _pickled(tuple(page)) + _pickled(tuple(page.values()))
+    if len(pickles) < COMPRESS_FROM:
+        return (pickles,)
+    frame = pyarrow.compress(pickles, codec=_CODEC, asbytes=True)
+    return (_ZSTD + len(pickles).to_bytes(8, "little") + frame,)
+
+
+def _pickles_of(value: bytes) -> bytes | memoryview:
+    """A page's stored bytes, decompressed if they were stored compressed."""
+    if value[:1] != _ZSTD:
+        return value
+    size = int.from_bytes(value[1:9], "little")
+    return pyarrow.decompress(  # type: ignore[no-any-return]
+        memoryview(value)[9:], decompressed_size=size, codec=_CODEC, asbytes=True
+    )
 
 
 def _pickled(value: object) -> bytes:

@@ -338,6 +338,28 @@ def test_a_late_event_does_not_rewrite_a_full_page_for_one_key() -> None:
     )
 
 
+def test_a_large_page_is_stored_compressed_and_reads_back_the_same() -> None:
+    small = {"a": (1.0, 0, 0, [], 31_000)}
+    large = {
+        f"conn-{n:07d}": (float(n), 0, 1, [(float(n), 1, f"conn-{n:07d}:1")], 30_000 + n)
+        for n in range(200)
+    }
+    (stored_small,) = shard.dump_page(small)
+    (stored_large,) = shard.dump_page(large)
+    # Below COMPRESS_FROM, the two pickles as they are (pickle's PROTO byte first); above, the
+    # compressed frame behind its tag and length, a fraction of the pickles' size.
+    assert len(stored_small) < shard.COMPRESS_FROM and stored_small[:1] == b"\x80"
+    pickles = shard._pickled(tuple(large)) + shard._pickled(tuple(large.values()))
+    assert stored_large[:1] == b"Z"
+    assert int.from_bytes(stored_large[1:9], "little") == len(pickles)
+    assert len(stored_large) < len(pickles) / 2
+    for page, stored in ((small, stored_small), (large, stored_large)):
+        assert shard.load_page((stored,)) == page
+        assert shard.StoredPage((stored,)).keys == tuple(page)
+    # A large page written uncompressed (by the version before) reads the same.
+    assert shard.load_page((pickles,)) == large
+
+
 def test_a_page_written_by_the_earlier_encoding_reads_the_same() -> None:
     # Before, a page was one pickled {key: state} dict; a checkpoint holding such pages goes on.
     events = [
