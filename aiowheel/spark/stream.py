@@ -165,17 +165,20 @@ class _ShardVisits(StatefulProcessor):
     one read and one write (or clear) of the index, a read and a write (or removal) of each
     page it touches, and a timer move only when the shard's timer must move.
 
-    The rule is the ``rule`` twin of :data:`aiowheel._impl.EDGE_TWINS` of the implementation
-    selected where the processor is made (the driver): compiled unless it is not built or
-    ``AIOWHEEL_NO_EXTENSIONS`` is set. Spark ships the processor to its Python workers pickled,
-    with that choice; each worker makes the rule in :meth:`init`.
+    The rule is the ``rule`` twin of :data:`aiowheel._impl.EDGE_TWINS`, made by each Python
+    worker in :meth:`init`: the compiled one where it is built, else the pure one (same results).
+    A driver that runs pure Python (``AIOWHEEL_NO_EXTENSIONS``, or no compiled core) has its
+    workers run the pure rule too: Spark ships the processor pickled, with that choice. A driver
+    with the compiled core leaves the choice to each worker, whose aiowheel may be a wheel
+    shipped as a zip (``--py-files``), which cannot load a compiled part (docs/spark.md).
     """
 
     def __init__(self, timeouts: Sequence[float], tick: float, delay: float, shards: int) -> None:
         self.timeouts = tuple(timeouts)
         self.tick = tick
         self.delay = delay
-        self.implementation = _impl.implementation_named(None).name
+        # None: the worker's own choice; "pure": the driver's (see the class documentation).
+        self.implementation = "pure" if _impl.implementation_named(None) is _impl.PURE else None
         self.width = _shard.slot_width(self.timeouts)
         self.shards = shards
 

@@ -169,17 +169,39 @@ def test_the_compiled_rule_keeps_its_arguments_and_reads_them_once() -> None:
         pickle.dumps(rule)  # the processors ship their arguments, not a rule
 
 
+HOMES = {"pure": "aiowheel.spark._keystate", "compiled": "aiowheel.spark._ckeystate"}
+
+
 @pytest.mark.parametrize("processor", [_IdleExpiryPandasProcessor, _IdleExpiryProcessor])
 def test_a_processor_runs_the_twin_of_the_implementation_selected_where_it_is_made(
     implementation: str, processor: type
 ) -> None:
-    """Made on the driver, pickled to a worker: the worker's rule is the driver's choice."""
+    """Made on the driver, pickled to a worker (here the same process, the same selection):
+    the worker's rule is the twin of the driver's implementation."""
     made = pickle.loads(pickle.dumps(processor([30.0], 0.001, 10.0, 4)))
-    assert made.implementation == implementation
     made.init(_Handle())
-    home = {"pure": "aiowheel.spark._keystate", "compiled": "aiowheel.spark._ckeystate"}
-    assert type(made.rule).__module__ == home[implementation]
+    assert type(made.rule).__module__ == HOMES[implementation]
     assert made.rule.timeouts == (30.0,)
+
+
+@needs_compiled
+@pytest.mark.parametrize("processor", [_IdleExpiryPandasProcessor, _IdleExpiryProcessor])
+def test_a_worker_without_the_compiled_core_runs_the_pure_rule(
+    processor: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver with the compiled core, a worker whose aiowheel is pure (a wheel shipped as a
+    zip): the worker runs the pure rule, it does not fail. A pure driver makes every worker
+    run the pure rule, compiled core or not."""
+    shipped = pickle.dumps(processor([30.0], 0.001, 10.0, 4))
+    monkeypatch.setattr(_impl, "SELECTED", _impl.PURE)
+    made = pickle.loads(shipped)
+    made.init(_Handle())
+    assert type(made.rule).__module__ == HOMES["pure"]
+    shipped = pickle.dumps(processor([30.0], 0.001, 10.0, 4))
+    monkeypatch.setattr(_impl, "SELECTED", _impl.implementation_named("compiled"))
+    made = pickle.loads(shipped)
+    made.init(_Handle())
+    assert type(made.rule).__module__ == HOMES["pure"]
 
 
 class _Handle:
