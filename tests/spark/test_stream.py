@@ -1,8 +1,8 @@
 """stream's arguments: a bad value is refused before any query starts, naming the value.
 
 What the stream emits is tested in test_agreement.py (against replay and IdleTimeouts, across
-restarts) and its per-key logic in test_keystate.py. The command line's stream options are
-checked here too.
+restarts) and its per-key logic in test_shard.py and test_keystate.py. The command line's
+stream options are checked here too.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from rich.console import Console
 from stream_runs import run_to_end
 
+from aiowheel import _impl
 from aiowheel.spark import (
     EVENT_SCHEMA,
     cli,
@@ -153,14 +154,20 @@ def test_a_checkpoint_of_a_former_layout_is_refused_saying_what_to_do(
         check_checkpoint(spark, str(checkpoint), "pandas")
 
 
-@pytest.mark.parametrize("api", ["pandas", "row"])
+@pytest.mark.parametrize(
+    ("api", "pure"), [("pandas", False), ("row", False), ("pandas", True)], ids=str
+)
 def test_events_at_or_before_the_epoch_count_as_replay_counts_them(
-    spark: SparkSession, tmp_path: Path, api: Api
+    spark: SparkSession, tmp_path: Path, api: Api, pure: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Spark starts a query's watermark at the epoch and drops each event at or before it: a
     log that starts at ts 0 (generate's does) lost its first events in the first micro-batch.
     Spark's event time is ts moved EVENT_TIME_SHIFT later, so they count, and so does an
-    event long before the epoch; the watermark reads in ts seconds."""
+    event long before the epoch; the watermark reads in ts seconds. ``pure``: with the driver
+    on pure Python, so that the workers run the pure rule (the others run the compiled one
+    where it is built)."""
+    if pure:
+        monkeypatch.setattr(_impl, "SELECTED", _impl.PURE)
     events = spark.createDataFrame(
         [
             ("at-zero", 0.0, "open", "z:0"),
