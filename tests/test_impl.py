@@ -84,6 +84,48 @@ def test_an_empty_env_var_does_not_force_pure_python() -> None:
     assert selected({"AIOWHEEL_NO_EXTENSIONS": ""}) == expected
 
 
+# A made-up edge row: its pure twin is the standard library's json, its compiled part is not
+# built anywhere. edge_twin's choices without pyspark (the real row is tested in tests/spark/).
+MADE_UP_EDGE = (("made-up", "json", "aiowheel._no_such_part", ("dumps",)),)
+
+
+def test_an_edge_twin_is_the_pure_one_for_pure_and_when_its_part_is_not_built(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import json
+
+    monkeypatch.setattr(_impl, "EDGE_TWINS", MADE_UP_EDGE)
+    assert _impl.edge_twin("made-up", "pure") is json
+    # None: the selected implementation's twin; compiled, but its part is not built: the pure.
+    assert _impl.edge_twin("made-up") is json
+    monkeypatch.setattr(_impl, "SELECTED", _impl.PURE)
+    assert _impl.edge_twin("made-up") is json
+
+
+def test_an_edge_twin_asked_for_by_name_must_exist(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_impl, "EDGE_TWINS", MADE_UP_EDGE)
+    if compiled is not None:
+        with pytest.raises(RuntimeError, match=r"compiled twin aiowheel\._no_such_part is not"):
+            _impl.edge_twin("made-up", "compiled")
+    with pytest.raises(ValueError, match="EDGE_TWINS has no row 'other'"):
+        _impl.edge_twin("other")
+    with pytest.raises(ValueError, match="implementation must be"):
+        _impl.edge_twin("made-up", "fast")
+
+
+def test_import_aiowheel_imports_no_edge_twin() -> None:
+    """The edges' twins need their optional dependencies: a plain import leaves them alone."""
+    code = (
+        "import sys, aiowheel, aiowheel.loop; from aiowheel import _impl; "
+        "print(sorted(m for _, p, c, _ in _impl.EDGE_TWINS for m in (p, c) if m in sys.modules),"
+        " 'pyspark' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert out.stdout.strip() == "[] False"
+
+
 def test_the_public_core_name_is_the_selected_one() -> None:
     expected = "compiled" if _impl.COMPILED else "pure"
     assert expected == aiowheel.IMPLEMENTATION

@@ -109,6 +109,17 @@ cdef int _sort_pending(list pending) except -1:
     return 0
 
 
+cdef inline bint _is_copy(set seen, object event_id) except -1:
+    """True if the event with ``event_id`` is a copy of one in ``seen``; else ``event_id`` is
+    noted there. An event without an id (None) is never a copy."""
+    if event_id is None:
+        return False
+    if event_id in seen:
+        return True
+    seen.add(event_id)
+    return False
+
+
 cdef object _wake_ms(double t):
     """:func:`wake_ms` of a double: in C when the millisecond count is exact, else the pure
     twin's (which raises for an infinite or NaN ``t``)."""
@@ -226,10 +237,9 @@ cdef class IdleRule:
             for item in ready:
                 event = <tuple?>item
                 ts_object, rank, event_id = event
+                if _is_copy(seen, event_id):
+                    continue  # a copy: the first by (ts, kind) counts
                 if event_id is not None:
-                    if event_id in seen:
-                        continue  # a copy: the first by (ts, kind) counts
-                    seen.add(event_id)
                     remembered.append(event)
                 ts = PyFloat_AsDouble(ts_object)
                 if last_seen is not None:
@@ -314,10 +324,8 @@ cdef class IdleRule:
         for item in pending:
             event = <tuple?>item
             ts_object, rank, event_id = event
-            if event_id is not None:
-                if event_id in seen:
-                    continue
-                seen.add(event_id)
+            if _is_copy(seen, event_id):
+                continue
             ts = PyFloat_AsDouble(ts_object)
             if last_seen is not None:
                 first = self._deadline(seen_at, fired)
