@@ -33,10 +33,8 @@ from libc.stdlib cimport free, malloc
 
 from aiowheel._ccpython cimport AW_CPYTHON_FALLBACK
 
-from operator import itemgetter
-
 from aiowheel.spark import _keystate
-from aiowheel.spark._keystate import KeyState, Visit
+from aiowheel.spark._keystate import _ORDER, KeyState, Visit
 from aiowheel.spark.events import _CLOSE_RANK as _CLOSE_RANK_OBJECT
 from aiowheel.spark.replay import deadline as _py_deadline
 
@@ -51,7 +49,6 @@ cdef long _CLOSE_RANK = _CLOSE_RANK_OBJECT
 cdef double _MAX_TICKS = 4503599627370496.0
 # Below 2**53 a double is an exact whole number of milliseconds and converts to int64 exactly.
 cdef double _EXACT_MS = 9007199254740992.0
-_ORDER = itemgetter(0, 1)
 
 
 cdef inline double _ts(object event) except? -1.0:

@@ -41,13 +41,12 @@ states (a tuple of KeyState tuples, in the same order). From :data:`COMPRESS_FRO
 the two pickles are stored compressed (Zstandard, through pyarrow, level 1): ``Z``, their
 length (8 bytes, little-endian), then the compressed frame. The bytes a page costs are moved
 between the Python worker and the JVM's state server at every read and write, and are what
-RocksDB writes; compressed, a page of the benchmark's log is about a third of its size, for
-about a tenth of the time moving the other two thirds took (docs/spark.md). A visit with input
-reads every page, but decodes only the keys of most of them: the states of a page are decoded
-only if the visit changes it (one of its keys has events or is due). A page written by an
-earlier version (one pickled ``{key: state}`` dict, or the two pickles uncompressed) reads the
-same. Which page a key lives in decides only what a
-visit reads, never what it emits: a restart may change the slot width (it follows the timeouts).
+RocksDB writes; compressed, the benchmark's pages keep 28 % of their size (docs/spark.md). A
+visit with input reads every page, but decodes only the keys of most of them: the states of a
+page are decoded only if the visit changes it (one of its keys has events or is due). A page
+written by an earlier version (one pickled ``{key: state}`` dict, or the two pickles
+uncompressed) reads the same. Which page a key lives in decides only what a visit reads, never
+what it emits: a restart may change the slot width (it follows the timeouts).
 
 The timer moves lazily. A timer that fires early does no harm (the visit finds nothing due and
 sets a new one), so a registered timer at or before the earliest wake-up is kept unless it
@@ -205,7 +204,7 @@ def dump_page(page: Page) -> tuple[bytes]:
     return (_ZSTD + len(pickles).to_bytes(8, "little") + frame,)
 
 
-def _pickles_of(value: bytes) -> bytes | memoryview:
+def _pickles_of(value: bytes) -> bytes:
     """A page's stored bytes, decompressed if they were stored compressed."""
     if value[:1] != _ZSTD:
         return value
