@@ -356,15 +356,20 @@ def expiry_stream(
 
 
 def _by_shard(events: DataFrame, delay: float, shards: int) -> GroupedData:
-    """``events`` with the columns the processors read, watermarked, grouped by shard.
+    """``events`` as :func:`_keyed` gives them, grouped by shard. The benchmark's floor query
+    groups the same way."""
+    return _keyed(events, delay, shards).groupBy("shard")
+
+
+def _keyed(events: DataFrame, delay: float, shards: int) -> DataFrame:
+    """``events`` with the columns the processors read, watermarked.
 
     The processors read rows by position: key, ts, rank, event_id, event_time, shard
     (event_time carries the watermark, by which Spark drops late events before they reach a
     processor: ``ts`` moved :data:`EVENT_TIME_SHIFT` seconds later). Every column costs the
-    row operator a conversion per row: keep them few. The benchmark's floor query groups the
-    same way.
+    row operator a conversion per row: keep them few.
     """
-    keyed = (
+    return (
         normalize_events(events)
         .select(
             "key",
@@ -378,7 +383,6 @@ def _by_shard(events: DataFrame, delay: float, shards: int) -> GroupedData:
         )
         .withWatermark("event_time", f"{round(delay * 1000)} milliseconds")
     )
-    return keyed.groupBy("shard")
 
 
 def stream(
