@@ -26,6 +26,12 @@ traffic** of each kind of micro-batch (small and large with input, no-data), as 
 it (RocksDB gets, puts, bytes read and written): figures that do not depend on the machine's
 load.
 
+With ``--calls`` (the default), a third query runs in each round: the stream's state calls
+alone, without its Python work (:func:`_calls_processor`): its fixed cost and cost per row over
+the floor's say how much of the stream's extra is the state layout's traffic through Spark's
+state server, the rest being the processor's Python work (timed part by part, outside Spark, by
+``bench_spark_shard.py``).
+
 ``--held 100000,1000000`` adds the keys-held case: a log of that many connections opened at
 100-110 s plus ``--due`` (1,000) opened at 0-10 s, and a marker at 630 s, with a 600 s
 timeout: the micro-batch without input at the end has the ``--due`` keys due and the others
@@ -87,6 +93,8 @@ CUSTOM_METRICS = (
     "numDeletedTimers",
 )
 QUERIES = ("floor", "stream")
+# The third query of a round with --calls: the stream's state calls alone (_calls_processor).
+CALLS = "calls"
 # The keys-held case's timeout: the held keys (opened at 100-110 s) are not due when the
 # watermark reaches 620 s, the others (0-10 s) are.
 HELD_TIMEOUTS = [600.0]
@@ -143,6 +151,46 @@ def _floor_processor() -> Any:
     return FloorProcessor()
 
 
+def _calls_processor(shards: int) -> Any:
+    """The *calls* query's processor: the stream's state calls without its Python work.
+
+    Its first visit of a shard is the stream's own (it builds the shard's index and pages);
+    every later visit with input makes only the state calls of the stream's: the index read,
+    every page read (one pass of the map's iterator) and written back as it was, the index
+    written; a timer that fires reads the index, as the floor's do. Its pages stay as its first
+    visits left them, so its traffic is close to the stream's, not equal (the state store
+    traffic table shows both). Between the floor and the
+    stream, it splits the stream's extra into the state layout's traffic through Spark's state
+    server and the processor's Python work (what ``bench_spark_shard.py`` times part by part).
+    """
+    from aiowheel.spark.stream import _IdleExpiryPandasProcessor
+
+    class CallsProcessor(_IdleExpiryPandasProcessor):  # type: ignore[misc]
+        def handleInputRows(
+            self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
+        ) -> Iterator[pd.DataFrame]:
+            index = self.index.get()
+            if index is None:
+                # The stream's visit, building the state; its expiries are not this query's.
+                for _expiries in super().handleInputRows(key, rows, timerValues):
+                    pass
+                return iter([])
+            for _frame in rows:
+                pass
+            for page, value in self._read(None).items():
+                self.pages.updateValue((page,), value)
+            self.index.update(index)
+            return iter([])
+
+        def handleExpiredTimer(
+            self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+        ) -> Iterator[pd.DataFrame]:
+            self.index.get()
+            return iter([])
+
+    return CallsProcessor(TIMEOUTS, TICK, DELAY, shards)
+
+
 def start(
     spark: SparkSession,
     query: str,
@@ -163,7 +211,14 @@ def start(
         running = (
             _start_stream(spark, source, output, checkpoint, shards, timeouts=timeouts)
             if query == "stream"
-            else _start_floor(spark, source, output, checkpoint, shards)
+            else _start_floor(
+                spark,
+                source,
+                output,
+                checkpoint,
+                shards=shards,
+                processor=_calls_processor(shards) if query == CALLS else _floor_processor(),
+            )
         )
         try:
             running.awaitTermination()
@@ -217,8 +272,10 @@ def _start_stream(
 
 
 def _start_floor(
-    spark: SparkSession, source: str, output: str, checkpoint: str, shards: int
+    spark: SparkSession, source: str, output: str, checkpoint: str, *, shards: int, processor: Any
 ) -> StreamingQuery:
+    """The floor (or the calls query, see _calls_processor) over ``source``: the stream's
+    source, columns and grouping, ``processor``'s visits, nothing emitted."""
     from aiowheel.spark.events import EVENT_SCHEMA
     from aiowheel.spark.stream import _by_shard
 
@@ -231,7 +288,7 @@ def _start_floor(
     return (
         _by_shard(events, DELAY, shards)
         .transformWithStateInPandas(
-            statefulProcessor=_floor_processor(),
+            statefulProcessor=processor,
             outputStructType="key string",
             outputMode="Append",
             timeMode="EventTime",
@@ -396,6 +453,18 @@ def summary(results: dict[str, Any]) -> str:
                 f"| {median_range([o / f for o, f in zip(ours, floor, strict=True)])} "
                 f"| {target} |"
             )
+        if CALLS in rounds[0]:
+            # Where the stream's extra goes: its state calls alone (see _calls_processor).
+            for name in ("fixed_ms", "row_us"):
+                floor = [r["floor"][name] for r in rounds]
+                calls = [r[CALLS][name] for r in rounds]
+                unit = "µs" if name == "row_us" else "ms"
+                lines.append(
+                    f"| {partitions} | {FIGURES[name][0]}: the stream's state calls alone "
+                    f"| {statistics.median(floor):,.1f} {unit} "
+                    f"| {statistics.median(calls):,.1f} {unit} "
+                    f"| {median_range([c / f for c, f in zip(calls, floor, strict=True)])} | - |"
+                )
         replayed = [r["replay_events_per_s"] for r in rounds]
         ours = [r["stream"]["events_per_s"] for r in rounds]
         floor = [r["floor"]["events_per_s"] for r in rounds]
@@ -424,7 +493,7 @@ def traffic_table(results: dict[str, Any]) -> str:
             continue
         measured = rounds[0]["traffic"]
         for kind in measured["stream"]:
-            for query in QUERIES:
+            for query in (query for query in (*QUERIES, CALLS) if query in measured):
                 row = measured[query].get(kind)
                 if row is None:
                     continue
@@ -546,6 +615,12 @@ def main(argv: list[str] | None = None) -> int:
         default=True,
         help="the rounds against the floor (--no-figures: the keys-held case only)",
     )
+    parser.add_argument(
+        "--calls",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="a third query per round: the stream's state calls alone (--no-calls: not run)",
+    )
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
     if args.quick:
@@ -577,8 +652,9 @@ def main(argv: list[str] | None = None) -> int:
         for partitions in args.partitions:
             spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
             rounds = results["partitions"].setdefault(str(partitions), [])
+            queries = (*QUERIES, CALLS) if args.calls else QUERIES
             for index in range(args.rounds if args.figures else 0):
-                order = QUERIES if index % 2 == 0 else QUERIES[::-1]
+                order = queries if index % 2 == 0 else queries[::-1]
                 measured: dict[str, Any] = {}
                 for query in order:
                     runs = {
@@ -605,6 +681,11 @@ def main(argv: list[str] | None = None) -> int:
                     + ", ".join(
                         f"{name} {measured['stream'][name] / measured['floor'][name]:.2f}x"
                         for name in FIGURES
+                    )
+                    + "".join(
+                        f", {CALLS} {name} {measured[CALLS][name] / measured['floor'][name]:.2f}x"
+                        for name in ("fixed_ms", "row_us")
+                        if CALLS in measured
                     )
                     + f", stream/replay "
                     f"{measured['stream']['events_per_s'] / measured['replay_events_per_s']:.3f}"
