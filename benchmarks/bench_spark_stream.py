@@ -37,6 +37,11 @@ state server, the rest being the processor's Python work (timed part by part, ou
 timeout: the micro-batch without input at the end has the ``--due`` keys due and the others
 held. Its time (stream and floor, interleaved) shows whether it grows with the keys held.
 
+``--files-log 100000`` (the default; 0 leaves it out) streams ``generate``'s log of that many
+connections (1.1M events) split by ``write_stream_files`` into three files, one per
+micro-batch, and reports the stream's median events/s per micro-batch over ``replay``'s on the
+same log, in ``--rounds`` rounds alternating which runs first.
+
 ``--partitions 2,4`` repeats the figures per ``spark.sql.shuffle.partitions`` (shards: 8 per
 partition, for both queries; the keys-held case runs at the first). Prints the tables with the
 machine's load, and writes ``spark_stream.json``, ``.md`` and ``.png`` to ``--out`` (default:
@@ -93,6 +98,10 @@ CUSTOM_METRICS = (
     "numDeletedTimers",
 )
 QUERIES = ("floor", "stream")
+# The log in files (--files-log): generate's default log of this many connections, split by
+# arrival into this many files, streamed one file per micro-batch.
+FILES_LOG_CONNECTIONS = 100_000
+FILES_LOG_FILES = 3
 # The third query of a round with --calls: the stream's state calls alone (_calls_processor).
 CALLS = "calls"
 # The keys-held case's timeout: the held keys (opened at 100-110 s) are not due when the
@@ -426,6 +435,66 @@ def held_log(spark: SparkSession, path: str, held: int, due: int) -> None:
     marker.coalesce(1).write.parquet(os.path.join(path, "slice-000001"))
 
 
+def files_log(spark: SparkSession, tmp: str, connections: int, rounds: int) -> dict[str, Any]:
+    """The stream's events/s per micro-batch over ``replay``'s on ``generate``'s log of
+    ``connections`` split by :func:`~aiowheel.spark.write_stream_files` into
+    :data:`FILES_LOG_FILES` files, one per micro-batch, in rounds alternating which goes first;
+    the first round also checks the stream's output against ``replay``'s."""
+    from aiowheel.spark import generate, replay, write_stream_files
+
+    path = os.path.join(tmp, "files-log.parquet")
+    log = generate(spark, connections=connections, path=path)
+    events = log.count()
+    source = os.path.join(tmp, "files-log")
+    write_stream_files(log, source, files=FILES_LOG_FILES)
+    measured: dict[str, Any] = {"events": events, "rounds": []}
+    for index in range(rounds):
+        timed: dict[str, Any] = {}
+        for which in ("stream", "replay") if index % 2 == 0 else ("replay", "stream"):
+            if which == "stream":
+                run = start(spark, "stream", source, os.path.join(tmp, "work-files"))
+                batches = [batch for batch in run["batches"] if batch["rows"]]
+                timed["rows"] = [batch["rows"] for batch in batches]
+                timed["stream"] = statistics.median(
+                    batch["rows"] / batch["ms"] * 1000.0 for batch in batches
+                )
+                if index == 0:
+                    measured["agrees"] = agrees(spark, log, run)
+            else:
+                began = time.perf_counter()
+                replay(spark, log, timeouts=TIMEOUTS, tick=TICK).write.mode("overwrite").parquet(
+                    os.path.join(tmp, "files-replayed")
+                )
+                timed["replay"] = events / (time.perf_counter() - began)
+        timed["load"] = load()
+        measured["rounds"].append(timed)
+        print(
+            f"log in {FILES_LOG_FILES} files, round {index + 1}: stream/replay "
+            f"{timed['stream'] / timed['replay']:.3f} ({timed['load']})",
+            flush=True,
+        )
+    return measured
+
+
+def files_log_table(measured: dict[str, Any]) -> str:
+    """The stream's events/s per micro-batch over replay's on the log in files."""
+    rounds = measured["rounds"]
+    streamed = [r["stream"] for r in rounds]
+    replayed = [r["replay"] for r in rounds]
+    rows = [f"{count:,}" for count in rounds[0]["rows"]]
+    return "\n".join(
+        [
+            "| events | rows per micro-batch | stream events/s | replay events/s "
+            "| stream / replay (median, range) | target | output equal to replay's |",
+            "| ---: | --- | ---: | ---: | ---: | --- | --- |",
+            f"| {measured['events']:,} | {', '.join(rows)} | {statistics.median(streamed):,.0f} "
+            f"| {statistics.median(replayed):,.0f} "
+            f"| {median_range([s / r for s, r in zip(streamed, replayed, strict=True)])} "
+            f"| >= 0.25 | {'yes' if measured['agrees'] else 'NO'} |",
+        ]
+    )
+
+
 def median_range(values: Sequence[float]) -> str:
     """``median (min-max)`` of ratios."""
     if len(values) == 1:
@@ -548,6 +617,13 @@ def markdown(results: dict[str, Any]) -> str:
         ]
     if results["held"]:
         parts += ["", "## Keys held, keys due", "", held_table(results)]
+    if results["files_log"]:
+        parts += [
+            "",
+            f"## A log in {FILES_LOG_FILES} files, one per micro-batch",
+            "",
+            files_log_table(results["files_log"]),
+        ]
     return "\n".join(parts) + "\n"
 
 
@@ -608,7 +684,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=_sizes, default=[2, 4], metavar="N,...")
     parser.add_argument("--held", type=_sizes, default=[], metavar="KEYS,...")
     parser.add_argument("--due", type=int, default=1_000, help="keys due in --held (1000)")
-    parser.add_argument("--quick", action="store_true", help="300k events, 1k/30k rows")
+    parser.add_argument(
+        "--quick", action="store_true", help="300k events, 1k/30k rows, a log in files of 10k"
+    )
     parser.add_argument(
         "--figures",
         action=argparse.BooleanOptionalAction,
@@ -621,10 +699,19 @@ def main(argv: list[str] | None = None) -> int:
         default=True,
         help="a third query per round: the stream's state calls alone (--no-calls: not run)",
     )
+    parser.add_argument(
+        "--files-log",
+        type=int,
+        default=FILES_LOG_CONNECTIONS,
+        metavar="CONNECTIONS",
+        help=f"connections of the log in {FILES_LOG_FILES} files "
+        f"({FILES_LOG_CONNECTIONS:,}, generate's default; 0: not run)",
+    )
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
     if args.quick:
         args.events, args.small, args.large = 300_000, 1_000, 30_000
+        args.files_log = min(args.files_log, 10_000)
     from aiowheel.spark import generate, replay, spark_session
 
     spark = spark_session(args.master, shuffle_partitions=args.partitions[0])
@@ -637,6 +724,7 @@ def main(argv: list[str] | None = None) -> int:
         "load_before": load(),
         "partitions": {},
         "held": {},
+        "files_log": None,
         "agrees": True,
     }
     with tempfile.TemporaryDirectory(prefix="aiowheel-bench-stream-") as tmp:
@@ -712,6 +800,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"({measured['load']})",
                         flush=True,
                     )
+        if args.files_log:
+            spark.conf.set("spark.sql.shuffle.partitions", str(args.partitions[0]))
+            results["files_log"] = files_log(spark, tmp, args.files_log, args.rounds)
     spark.stop()
     results["load_after"] = load()
     print()
