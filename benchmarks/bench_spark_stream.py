@@ -168,9 +168,9 @@ def _calls_processor(shards: int) -> Any:
     every page read (one pass of the map's iterator) and written back as it was, the index
     written; a timer that fires reads the index, as the floor's do. Its pages stay as its first
     visits left them, so its traffic is close to the stream's, not equal (the state store
-    traffic table shows both). Between the floor and the
-    stream, it splits the stream's extra into the state layout's traffic through Spark's state
-    server and the processor's Python work (what ``bench_spark_shard.py`` times part by part).
+    traffic table shows both). Between the floor and the stream, it splits the stream's extra
+    into the state layout's traffic through Spark's state server and the processor's Python
+    work (what ``bench_spark_shard.py`` times part by part).
     """
     from aiowheel.spark.stream import _IdleExpiryPandasProcessor
 
@@ -512,9 +512,16 @@ def summary(results: dict[str, Any]) -> str:
     for partitions, rounds in results["partitions"].items():
         if not rounds:
             continue
-        for name, (label, target) in FIGURES.items():
+        figures = [(name, "stream", label, target) for name, (label, target) in FIGURES.items()]
+        if CALLS in rounds[0]:
+            # Where the stream's extra goes: its state calls alone (see _calls_processor).
+            figures += [
+                (name, CALLS, f"{FIGURES[name][0]}: the stream's state calls alone", "-")
+                for name in ("fixed_ms", "row_us")
+            ]
+        for name, query, label, target in figures:
             floor = [r["floor"][name] for r in rounds]
-            ours = [r["stream"][name] for r in rounds]
+            ours = [r[query][name] for r in rounds]
             unit = "µs" if name == "row_us" else "ms"
             lines.append(
                 f"| {partitions} | {label} | {statistics.median(floor):,.1f} {unit} "
@@ -522,18 +529,6 @@ def summary(results: dict[str, Any]) -> str:
                 f"| {median_range([o / f for o, f in zip(ours, floor, strict=True)])} "
                 f"| {target} |"
             )
-        if CALLS in rounds[0]:
-            # Where the stream's extra goes: its state calls alone (see _calls_processor).
-            for name in ("fixed_ms", "row_us"):
-                floor = [r["floor"][name] for r in rounds]
-                calls = [r[CALLS][name] for r in rounds]
-                unit = "µs" if name == "row_us" else "ms"
-                lines.append(
-                    f"| {partitions} | {FIGURES[name][0]}: the stream's state calls alone "
-                    f"| {statistics.median(floor):,.1f} {unit} "
-                    f"| {statistics.median(calls):,.1f} {unit} "
-                    f"| {median_range([c / f for c, f in zip(calls, floor, strict=True)])} | - |"
-                )
         replayed = [r["replay_events_per_s"] for r in rounds]
         ours = [r["stream"]["events_per_s"] for r in rounds]
         floor = [r["floor"]["events_per_s"] for r in rounds]
@@ -803,6 +798,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.files_log:
             spark.conf.set("spark.sql.shuffle.partitions", str(args.partitions[0]))
             results["files_log"] = files_log(spark, tmp, args.files_log, args.rounds)
+            results["agrees"] &= results["files_log"]["agrees"]
     spark.stop()
     results["load_after"] = load()
     print()
