@@ -8,10 +8,14 @@ a loaded one). At one group per key, or one state entry per key, that is several
 for every key with events in a batch. Hashing keys into a fixed number of shards
 (``pmod(xxhash64(key), shards)``, done by Spark) makes the group a shard instead.
 
-Inside a shard, keys live in *pages*, the entries of one map state, and a page holds the keys
-whose wake-up time fell into the same slot of :func:`slot_width` when they last had input: its
-keys come due together. The shard's *index* (one value state, :data:`INDEX_FIELDS`) keeps
-each page's earliest wake-up, so:
+Inside a shard, keys live in *pages*, and a page holds the keys whose wake-up time fell into
+the same slot of :func:`slot_width` when they last had input: its keys come due together. The
+shard's *index* (one value state, :data:`INDEX_FIELDS`) keeps each page's earliest wake-up, and
+the small pages themselves (:data:`INLINE_MAX` keys or fewer); the larger ones are the entries
+of one map state. Every visit reads and writes the index once anyway, while each map entry read,
+written or removed is a round trip to the state server: a visit without input typically finds
+its due keys in many small pages (keys left behind when the others of their page moved on),
+which cost it nothing more in the index. So:
 
 * a visit without input (the shard's timer fired) reads and rewrites only the pages the index
   says are due, and visits only their due keys: a micro-batch that only moves the watermark
@@ -27,7 +31,9 @@ each page's earliest wake-up, so:
 
 The index row, field for field (:data:`INDEX_FIELDS`):
 
-* ``wakes`` -- ``{page: earliest wake (ms) of its keys}``, pickled;
+* ``wakes`` -- ``{page: earliest wake (ms) of its keys}`` and ``{page: its keys, encoded as a
+  map entry's value}`` for the pages kept in the index, pickled together as a pair (an index
+  written before pages were kept in it holds the first alone);
 * ``upto`` -- the watermark (ms) of the last visit;
 * ``timer`` -- the shard's one registered event-time timer (ms): at or before the earliest
   wake-up of its pages;
@@ -71,6 +77,7 @@ from aiowheel.spark._keystate import Event, IdleRule, StoredKey
 __all__ = [
     "COMPRESS_FROM",
     "INDEX_FIELDS",
+    "INLINE_MAX",
     "PAGE_FIELDS",
     "ExpiryRow",
     "Page",
@@ -98,6 +105,10 @@ SLOTS_PER_TIMEOUT: Final = 16
 # this visit. Otherwise it stays in its page, which the visit writes anyway, so that a few late
 # events do not rewrite a full page (see the module documentation).
 MOVE_SHARE: Final = 8
+# A page of at most this many keys is kept in the shard's index rather than in an entry of
+# the map state (see the module documentation): small enough that the index, read and written
+# at every visit, stays small.
+INLINE_MAX: Final = 64
 # A page's two pickles of at least this many bytes are stored compressed (see the module
 # documentation); below it, the frame's own bytes and the call would cost more than they save.
 COMPRESS_FROM: Final = 512
@@ -128,6 +139,9 @@ class Shard(NamedTuple):
     upto: int
     # The shard's registered timer (ms); never None while a page holds keys.
     timer: int | None
+    # The pages kept in the index (INLINE_MAX keys or fewer): each as the bytes dump_page
+    # gives; the pages of `wakes` not here are entries of the map state.
+    inline: dict[int, bytes]
 
 
 class ShardVisit(NamedTuple):
@@ -135,7 +149,8 @@ class ShardVisit(NamedTuple):
 
     # The index to store, or None to clear it (no key has state left).
     shard: Shard | None
-    # The pages to write: a page's keys, or None to remove its entry.
+    # The map state's entries to write: a page's keys, or None to remove its entry (the pages
+    # kept in the index travel in `shard`).
     pages: dict[int, Page | None]
     expiries: list[ExpiryRow]
 
@@ -159,12 +174,16 @@ def load(row: tuple[object, ...] | None, shards: int) -> Shard | None:
             f"this checkpoint's state is split into {stored} shards, not {shards}: restart "
             f"with shards={stored}, or start a new checkpoint"
         )
-    return Shard(pickle.loads(wakes), upto, timer)  # type: ignore[arg-type]
+    stored = pickle.loads(wakes)  # type: ignore[arg-type]
+    if isinstance(stored, dict):  # written before pages were kept in the index
+        return Shard(stored, upto, timer, {})  # type: ignore[arg-type]
+    page_wakes, inline = stored
+    return Shard(page_wakes, upto, timer, inline)  # type: ignore[arg-type]
 
 
 def dump(shard: Shard, shards: int) -> tuple[bytes, int, int | None, int]:
     """``shard`` as its state store row (fields :data:`INDEX_FIELDS`)."""
-    return _pickled(shard.wakes), shard.upto, shard.timer, shards
+    return _pickled((shard.wakes, shard.inline)), shard.upto, shard.timer, shards
 
 
 class StoredPage:
@@ -246,16 +265,21 @@ def visit(
     """
     if shard is None:
         wakes: dict[int, int] = {}
+        inline: dict[int, bytes] = {}
         timer = pace = None
     else:
         wakes = dict(shard.wakes)
+        inline = dict(shard.inline)
         timer = None if shard.timer == firing else shard.timer
         pace = watermark - shard.upto
+    # The pages that are entries of the map state before this visit.
+    mapped = wakes.keys() - inline.keys()
     due = [page for page, wake in wakes.items() if wake <= watermark]
     expiries: list[ExpiryRow] = []
     changed: set[int] = set()
     if arrived:
-        held = {page: StoredPage(row) for page, row in read(None).items()} if wakes else {}
+        held = {page: StoredPage(row) for page, row in read(None).items()} if mapped else {}
+        held.update((page, StoredPage((value,))) for page, value in inline.items())
         home = {key: page for page, found in held.items() for key in found.keys}
         visiting: dict[str, int | None] = {key: home.get(key) for key in arrived}
         # The states of the pages this visit changes: those of the keys with events, and the
@@ -295,7 +319,10 @@ def visit(
             pages[slot][key] = after
             changed.add(slot)
     else:
-        pages = {page: load_page(row) for page, row in read(due).items()} if due else {}
+        from_map = [page for page in due if page in mapped]
+        rows = dict(read(from_map)) if from_map else {}
+        rows.update((page, (inline[page],)) for page in due if page in inline)
+        pages = {page: load_page(row) for page, row in rows.items()}
         for page in due:
             keys = pages.setdefault(page, {})
             for key in [key for key, state in keys.items() if state[_WAKE] <= watermark]:
@@ -311,11 +338,17 @@ def visit(
     for page in changed:
         keys = pages.get(page, {})
         if keys:
-            written[page] = keys
             wakes[page] = min(map(_wake_of, keys.values()))
+            if len(keys) > INLINE_MAX:
+                written[page] = keys
+                inline.pop(page, None)
+                continue
+            inline[page] = dump_page(keys)[0]
         elif page in wakes:
-            written[page] = None
             del wakes[page]
+            inline.pop(page, None)
+        if page in mapped:
+            written[page] = None  # kept in the index now, or emptied
     if not wakes:
         return ShardVisit(None, written, expiries)
     need = min(wakes.values())
@@ -327,4 +360,4 @@ def visit(
         or timer - watermark <= pace
     ):
         timer = need
-    return ShardVisit(Shard(wakes, watermark, timer), written, expiries)
+    return ShardVisit(Shard(wakes, watermark, timer, inline), written, expiries)

@@ -161,9 +161,10 @@ def _collector_paused() -> Iterator[None]:
 
 class _ShardVisits(StatefulProcessor):
     """What both processors share: each group is a shard (:mod:`aiowheel.spark._shard`), with
-    an index (one value state), its pages (one map state) and at most one timer. A visit costs
-    one read and one write (or clear) of the index, a read and a write (or removal) of each
-    page it touches, and a timer move only when the shard's timer must move.
+    an index (one value state, which also holds the small pages), its other pages (one map
+    state) and at most one timer. A visit costs one read and one write (or clear) of the index,
+    a read and a write (or removal) of each page it touches in the map state, and a timer move
+    only when the shard's timer must move.
 
     The rule is the ``rule`` twin of :data:`aiowheel._impl.EDGE_TWINS`, made by each Python
     worker in :meth:`init`: the compiled one where it is built, else the pure one (same results).

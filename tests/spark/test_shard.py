@@ -51,10 +51,13 @@ class Model:
         self.stored: dict[int, tuple[bytes, int, int | None, int]] = {}
         self.pages: dict[int, dict[int, tuple[bytes]]] = defaultdict(dict)
         self.width = shard.slot_width(rule.timeouts)
-        # Per visit: (with input?, keys read, keys the shard held).
+        # Per visit: (with input?, keys read from the map state, keys the shard held).
         self.reads: list[tuple[bool, int, int]] = []
-        # Per visit: the keys of the pages it wrote.
+        # Per visit: the keys of the pages it wrote, to the map state or in the index.
         self.writes: list[int] = []
+        # Per visit: the map state's entries it read, wrote or removed (one state call each,
+        # but for a whole read, one pass of the map's iterator).
+        self.calls: list[int] = []
         self.emitted: list[ExpiryRow] = []
         self.max_ts = -math.inf
         self.watermark = -(2**62)  # ms; no watermark yet
@@ -109,7 +112,17 @@ class Model:
         if old_timer != new_timer:
             self.timer_moves += 1
         self.emitted.extend(outcome.expiries)
-        self.writes.append(sum(len(keys) for keys in outcome.pages.values() if keys))
+        inline_before = {} if before is None else before.inline
+        inline_after = {} if outcome.shard is None else outcome.shard.inline
+        rewritten = [
+            shard.load_page((value,))
+            for page, value in inline_after.items()
+            if inline_before.get(page) != value
+        ]
+        self.writes.append(
+            sum(len(keys) for keys in outcome.pages.values() if keys) + sum(map(len, rewritten))
+        )
+        self.calls.append((1 if read else 0) + len(outcome.pages))
         for page, keys in outcome.pages.items():
             assert page in read or keys is not None  # a page is removed only once read
             if keys is None:
@@ -123,24 +136,35 @@ class Model:
             # A stored shard always has a timer, at or before its keys' first wake-up, and
             # its index holds each page's first wake-up.
             assert outcome.shard.timer is not None
-            assert set(outcome.shard.wakes) == set(pages)
+            # Each page is in the map state or in the index, small ones in the index.
+            assert set(outcome.shard.wakes) == set(pages) | set(outcome.shard.inline)
+            assert not set(pages) & set(outcome.shard.inline)
+            for value in outcome.shard.inline.values():
+                assert 0 < len(shard.load_page((value,))) <= shard.INLINE_MAX
+            for row in pages.values():
+                assert len(shard.load_page(row)) > shard.INLINE_MAX
+            self.stored[number] = shard.dump(outcome.shard, self.shards)
             for page, wake in outcome.shard.wakes.items():
                 assert wake == min(state[4] for state in self.page(number, page).values())
             assert outcome.shard.timer <= min(outcome.shard.wakes.values())
-            self.stored[number] = shard.dump(outcome.shard, self.shards)
 
     def page(self, number: int, page: int) -> shard.Page:
         row = self.pages[number].get(page)
-        return {} if row is None else shard.load_page(row)
+        if row is None:
+            index = shard.load(self.stored.get(number), self.shards)
+            if index is None or page not in index.inline:
+                return {}
+            row = (index.inline[page],)
+        return shard.load_page(row)
 
     def keys(self) -> set[str]:
-        """Every key with state."""
-        return {
-            key
-            for number, pages in self.pages.items()
-            for row in pages.values()
-            for key in shard.load_page(row)
-        }
+        """Every key with state, in the map state or in the index."""
+        rows = [row for pages in self.pages.values() for row in pages.values()]
+        for stored in self.stored.values():
+            index = shard.load(stored, self.shards)
+            assert index is not None
+            rows += [(value,) for value in index.inline.values()]
+        return {key for row in rows for key in shard.load_page(row)}
 
     def idle(self) -> None:
         """A batch without data: the watermark catches up with the last events."""
@@ -266,19 +290,70 @@ def test_a_checkpoint_of_another_shard_count_is_refused() -> None:
 def test_a_visit_without_input_reads_the_due_keys_pages_not_the_shard() -> None:
     # 2,000 keys in one shard opened at 0 s; all but ten talk again at 20 s. When the
     # watermark reaches the ten's expiry, the visit reads the page of those ten, not the
-    # 1,990 other keys (which moved to the page of their new wake-up at 20 s).
+    # 1,990 other keys (which moved to the page of their new wake-up at 20 s). That page, ten
+    # keys, is kept in the index: the visit makes no call to the map state at all.
     model = Model(make_rule([30.0], 0.001, 0.0), shards=1)
     model.batch([(f"k{n}", 0.0, "open", None) for n in range(2_000)])
     model.batch([(f"k{n}", 20.0, "data", None) for n in range(10, 2_000)])
     model.advance(30.0)
     assert sorted(model.emitted) == sorted((f"k{n}", 30.0, 30.0, 0.0) for n in range(10))
     with_input, read, held = model.reads[-1]
-    assert (with_input, read, held) == (False, 10, 2_000)
+    assert (with_input, read, held) == (False, 0, 2_000)
+    assert model.calls[-1] == 0
     # The others expire at 50 s, in their own page, and nothing is left.
     model.advance(50.0)
     assert len(model.emitted) == 2_000
     assert model.reads[-1] == (False, 1_990, 1_990)
     assert model.keys() == set()
+    assert model.stored == {}
+
+
+def test_a_page_of_at_most_inline_max_keys_is_kept_in_the_index() -> None:
+    # Pages of up to INLINE_MAX keys live in the index, larger ones in the map state; a page
+    # moves between them as it grows or shrinks, and the keys' expiries do not change.
+    limit = shard.INLINE_MAX
+    model = Model(make_rule([30.0], 0.001, 0.0), shards=1)
+    model.batch([(f"a{n}", 0.0, "open", None) for n in range(limit)])
+    model.batch([(f"b{n}", 10.0, "open", None) for n in range(limit + 2)])
+    index = shard.load(model.stored[0], 1)
+    assert index is not None
+    small, large = 30_000 // model.width, 40_000 // model.width
+    assert list(index.inline) == [small]
+    assert list(model.pages[0]) == [large]
+    # All but one of the large page's keys talk at 15 s and move to the page of 45 s (a large
+    # one, in the map state): the one left behind is kept in the index, and its map entry goes.
+    model.batch([(f"b{n}", 15.0, "data", None) for n in range(1, limit + 2)])
+    index = shard.load(model.stored[0], 1)
+    assert index is not None
+    assert sorted(index.inline) == [small, large]
+    assert list(model.pages[0]) == [45_000 // model.width]
+    assert model.page(0, large).keys() == {"b0"}
+    model.advance(60.0)
+    assert sorted(model.emitted) == sorted(
+        [(f"a{n}", 30.0, 30.0, 0.0) for n in range(limit)]
+        + [("b0", 30.0, 40.0, 10.0)]
+        + [(f"b{n}", 30.0, 45.0, 15.0) for n in range(1, limit + 2)]
+    )
+    assert model.keys() == set()
+    assert model.stored == {}
+
+
+def test_an_index_written_before_pages_were_kept_in_it_reads_the_same() -> None:
+    # An index row whose `wakes` holds the wake-ups alone (before pages were kept in the
+    # index): every page of it is in the map state, and visits go on from there.
+    model = Model(make_rule([30.0], 0.001, 0.0), shards=1)
+    model.batch([(f"k{n}", 0.0, "open", None) for n in range(2_000)])
+    wakes, upto, timer, shards = model.stored[0]
+    page_wakes, inline = pickle.loads(wakes)
+    assert inline == {}
+    model.stored[0] = (pickle.dumps(page_wakes), upto, timer, shards)
+    assert shard.load(model.stored[0], 1) == shard.Shard(page_wakes, upto, timer, {})
+    model.batch([(f"k{n}", 20.0, "data", None) for n in range(10, 2_000)])
+    model.advance(60.0)
+    assert sorted(model.emitted) == sorted(
+        [(f"k{n}", 30.0, 30.0, 0.0) for n in range(10)]
+        + [(f"k{n}", 30.0, 50.0, 20.0) for n in range(10, 2_000)]
+    )
     assert model.stored == {}
 
 
