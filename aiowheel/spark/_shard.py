@@ -256,7 +256,8 @@ def visit(
     """Visit the keys of the shard that have new events (``arrived``) or whose wake-up time
     the watermark (ms) has reached; emit their expiries and set the shard's timer.
 
-    ``read`` is called once: for every page when keys arrived, else for the due pages only.
+    ``read`` (the map state) is called at most once: for all its pages when keys arrived, else
+    for its due ones; not at all when the pages it would read are all kept in the index.
     ``width`` is the :func:`slot_width` of new pages. ``firing`` is the timer (ms) that
     triggered this visit, which Spark deletes afterwards. Without input: O(keys in the due
     pages), plus an :meth:`IdleRule.visit` per due key. With input: O(keys held) to find them
