@@ -17,7 +17,8 @@ visit in all (``handleInputRows``, or ``handleExpiredTimer`` without input) and 
 * **visit** -- :func:`aiowheel.spark._shard.visit`: finding the keys in the pages, decoding
   their states, the rule, placing them in pages;
 * **rule** -- of which the rule's own visits of the keys (``IdleRule.visit_stored``);
-* **encode** -- encoding (and compressing) the pages and the index it writes;
+* **encode** -- encoding (and compressing) the pages and the index it writes, the pages kept
+  in the index included (which the shard's visit encodes itself: not counted in **visit**);
 * **rest** -- the remainder: grouping the frame's rows by key, reading the index, the
   expiries' frame.
 
@@ -164,11 +165,15 @@ class _At:
 
 class _Clock:
     """Seconds spent inside the functions it wraps, per part, less what the clock itself adds
-    to each call (measured once, on a function that does nothing)."""
+    to each call (measured once, on a function that does nothing). A wrapped call made inside
+    another counts for its own part only: the outer part's time excludes it (the shard's
+    visit encodes the pages it keeps in the index itself: that is encoding, not visit)."""
 
     def __init__(self) -> None:
         self.spent = dict.fromkeys(PARTS, 0.0)
         self.calls = dict.fromkeys(PARTS, 0)
+        # The time of the wrapped calls made inside each wrapped call running, innermost last.
+        self.inner: list[float] = []
         idle = self.wrap("total", lambda *args: None)
         began = time.perf_counter()
         for _ in range(100_000):
@@ -186,12 +191,16 @@ class _Clock:
 
     def wrap(self, part: str, function: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
+            self.inner.append(0.0)
             began = time.perf_counter()
             try:
                 return function(*args, **kwargs)
             finally:
-                self.spent[part] += time.perf_counter() - began
+                took = time.perf_counter() - began
+                self.spent[part] += took - self.inner.pop()
                 self.calls[part] += 1
+                if self.inner:
+                    self.inner[-1] += took
 
         return timed
 
