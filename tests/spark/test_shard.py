@@ -313,24 +313,36 @@ def test_a_page_of_at_most_inline_max_keys_is_kept_in_the_index() -> None:
     # moves between them as it grows or shrinks, and the keys' expiries do not change.
     limit = shard.INLINE_MAX
     model = Model(make_rule([30.0], 0.001, 0.0), shards=1)
+    small, large = 30_000 // model.width, 40_000 // model.width
     model.batch([(f"a{n}", 0.0, "open", None) for n in range(limit)])
+    index = shard.load(model.stored[0], 1)
+    assert index is not None
+    assert list(index.inline) == [small]
+    assert dict(model.pages[0]) == {}
+    assert model.calls[-1] == 0  # no map state call at all
+    # One key more for that page: it moves to the map state.
+    model.batch([(f"a{limit}", 0.5, "open", None)])
+    index = shard.load(model.stored[0], 1)
+    assert index is not None
+    assert index.inline == {}
+    assert list(model.pages[0]) == [small]
+    assert len(model.page(0, small)) == limit + 1
     model.batch([(f"b{n}", 10.0, "open", None) for n in range(limit + 2)])
     index = shard.load(model.stored[0], 1)
     assert index is not None
-    small, large = 30_000 // model.width, 40_000 // model.width
-    assert list(index.inline) == [small]
-    assert list(model.pages[0]) == [large]
+    assert sorted(model.pages[0]) == [small, large]
     # All but one of the large page's keys talk at 15 s and move to the page of 45 s (a large
     # one, in the map state): the one left behind is kept in the index, and its map entry goes.
     model.batch([(f"b{n}", 15.0, "data", None) for n in range(1, limit + 2)])
     index = shard.load(model.stored[0], 1)
     assert index is not None
-    assert sorted(index.inline) == [small, large]
-    assert list(model.pages[0]) == [45_000 // model.width]
+    assert list(index.inline) == [large]
+    assert sorted(model.pages[0]) == [small, 45_000 // model.width]
     assert model.page(0, large).keys() == {"b0"}
     model.advance(60.0)
     assert sorted(model.emitted) == sorted(
         [(f"a{n}", 30.0, 30.0, 0.0) for n in range(limit)]
+        + [(f"a{limit}", 30.0, 30.5, 0.5)]
         + [("b0", 30.0, 40.0, 10.0)]
         + [(f"b{n}", 30.0, 45.0, 15.0) for n in range(1, limit + 2)]
     )
