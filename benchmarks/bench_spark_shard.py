@@ -242,13 +242,15 @@ def replay_stream(
     expiries: list[tuple[Any, ...]] = []
     watermark = 0  # Spark's, before any event
     try:
-        steps = [(frame, after) for frame, after in batches]
+        steps: list[tuple[pd.DataFrame | None, int]] = list(batches)
         if no_data:
             steps.append((None, steps[-1][1]))
         for frame, after in steps:
-            # Spark drops the rows at or before the watermark as late.
-            rows = None if frame is None else frame[frame["event_us"] > watermark * 1000]
-            rows = None if rows is None else rows[["key", "ts", "rank", "event_id"]]
+            rows = None
+            if frame is not None:
+                # Spark drops the rows at or before the watermark as late.
+                late = frame["event_us"] <= watermark * 1000
+                rows = frame[~late][["key", "ts", "rank", "event_id"]]
             produced = []
             clock.reset()
             gc.collect()
