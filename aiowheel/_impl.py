@@ -19,7 +19,9 @@ literal so that ``setup.py`` can read it without importing the package.
 
 An edge has twins too, listed apart in :data:`EDGE_TWINS` because ``import aiowheel`` must not
 import them: ``rule`` -- the Spark stream's per-key idle-expiry rule, ``IdleRule`` and
-``wake_ms`` (pure: :mod:`aiowheel.spark._keystate`, which needs the ``spark`` extra). The build
+``wake_ms`` (pure: :mod:`aiowheel.spark._keystate`, which needs the ``spark`` extra) -- and
+``visit`` -- the stream's visit of a shard around that rule, ``add_events`` and ``visit`` (pure:
+:mod:`aiowheel.spark._visit`). The build
 and the parity tests read both tables alike; the edge imports its twin on first use, through
 :func:`edge_twin`, which follows the same choice of implementation.
 
@@ -94,6 +96,7 @@ TWINS: Final = (
 #: ``import aiowheel``: rows as in :data:`TWINS`.
 EDGE_TWINS: Final = (
     ("rule", "aiowheel.spark._keystate", "aiowheel.spark._ckeystate", ("IdleRule", "wake_ms")),
+    ("visit", "aiowheel.spark._visit", "aiowheel.spark._cvisit", ("add_events", "visit")),
 )
 
 

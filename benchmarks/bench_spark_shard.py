@@ -14,18 +14,18 @@ less the delay; later rows dropped as late), then its timers that the watermark 
 Per kind of micro-batch (the median over the three of each), the time of the processor's
 visit in all (``handleInputRows``, or ``handleExpiredTimer`` without input) and of its parts:
 
-* **visit** -- :func:`aiowheel.spark._shard.visit`: finding the keys in the pages, decoding
-  their states, the rule, placing them in pages;
+* **visit** -- the shard's visit (the ``visit`` twin, :func:`aiowheel.spark._visit.visit`):
+  finding the keys in the pages, decoding their states, the rule, placing them in pages;
 * **rule** -- of which the rule's own visits of the keys (``IdleRule.visit_stored``);
 * **encode** -- encoding (and compressing) the pages and the index it writes, the pages kept
   in the index included (which the shard's visit encodes itself: not counted in **visit**);
 * **rest** -- the remainder: grouping the frame's rows by key, reading the index, the
   expiries' frame.
 
-The compiled and the pure rule each run in a process of their own, alternating, ``--repeat``
-times; the table shows the medians with their range, and the compiled one's share of the pure
-one's. Both must emit the same expiries: the run stops if they do not. Numbers only: this never
-fails on speed.
+The compiled and the pure implementation (the ``rule`` and ``visit`` twins) each run in a
+process of their own, alternating, ``--repeat`` times; the table shows the medians with their
+range, and the compiled one's share of the pure one's. Both must emit the same expiries: the
+run stops if they do not. Numbers only: this never fails on speed.
 
     python benchmarks/bench_spark_shard.py                   # 3M events, shard 0 of 16
     python benchmarks/bench_spark_shard.py --events 300000 --small 1000 --large 30000
@@ -213,7 +213,7 @@ def replay_stream(
     no_data: bool,
     time_rule: bool = False,
 ) -> tuple[list[dict[str, float]], list[tuple[Any, ...]]]:
-    """Run one shard's micro-batches through the pandas processor with the given rule; return
+    """Run one shard's micro-batches through the pandas processor with the given twins; return
     each visit's parts (ms, see the module documentation) and every expiry emitted.
 
     The rule's visits are timed only with ``time_rule`` (a clock around each one costs more
@@ -227,9 +227,12 @@ def replay_stream(
     state = _State()
     processor.init(state)  # type: ignore[arg-type]
     rule = processor.rule
-    # The parts, timed where the processor calls them (it looks them up at each call).
+    # The parts, timed where the processor and the visit call them (they look them up at each
+    # call).
+    twin = processor.shard_visit
     patched = {
-        (_shard, "visit"): "visit",
+        (twin, "visit"): "visit",
+        (twin, "dump_page"): "encode",
         (_shard, "dump_page"): "encode",
         (_shard, "dump"): "encode",
     }
@@ -295,7 +298,7 @@ def _rows_of(frames: list[pd.DataFrame]) -> list[tuple[Any, ...]]:
 
 def child(path: str, implementation: str) -> dict[str, Any]:
     """Run in a fresh process: both streams of the batches pickled at ``path``, with the given
-    rule; the parts per kind of micro-batch (medians) and a digest of the expiries."""
+    twins; the parts per kind of micro-batch (medians) and a digest of the expiries."""
     with open(path, "rb") as handle:
         made = pickle.load(handle)
     parts: dict[str, dict[str, float]] = {}
@@ -329,7 +332,8 @@ def run_child(path: str, implementation: str) -> dict[str, Any]:
 
 
 def table(results: dict[str, Any]) -> str:
-    """Per kind of micro-batch and part: each rule's median (range) and compiled / pure."""
+    """Per kind of micro-batch and part: each implementation's median (range), and compiled /
+    pure."""
     lines = [
         "| micro-batch | part | compiled ms | pure ms | compiled / pure |",
         "| --- | --- | ---: | ---: | ---: |",
@@ -356,9 +360,11 @@ def markdown(results: dict[str, Any]) -> str:
         f"# One shard of the stream outside Spark: shard {results['shard']} of "
         f"{results['shards']}, {results['events']:,} events\n\n"
         f"Rows of the shard per micro-batch (median): large {rows['large']:,}, small "
-        f"{rows['small']:,}; {results['repeat']} process(es) per rule, alternating; "
-        f"{results['load_before']} before, {results['load_after']} after; both rules emitted "
-        f"the same {results['expiries']:,} expiries.\n\n" + table(results) + "\n"
+        f"{rows['small']:,}; {results['repeat']} process(es) per implementation, "
+        f"alternating; {results['load_before']} before, {results['load_after']} after; both "
+        f"implementations emitted the same {results['expiries']:,} expiries.\n\n"
+        + table(results)
+        + "\n"
     )
 
 
@@ -373,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--large", type=int, default=300_000, help="rows per large batch")
     parser.add_argument("--partitions", type=int, default=2, help="shards: 8 per partition")
     parser.add_argument("--shard", type=int, default=0, help="the shard replayed (0)")
-    parser.add_argument("--repeat", type=int, default=5, help="processes per rule (5)")
+    parser.add_argument("--repeat", type=int, default=5, help="processes per implementation (5)")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = parser.parse_args(argv)
     from aiowheel.spark import generate, spark_session
@@ -426,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
                     flush=True,
                 )
         if len(digests) != 1:
-            raise SystemExit("the compiled and the pure rule emitted different expiries")
+            raise SystemExit("the compiled and the pure twins emitted different expiries")
     results["load_after"] = load()
     text = markdown(results)
     print()

@@ -1,7 +1,10 @@
 """Many keys in one group, kept in pages by wake-up time: the streaming service's state.
 
 This module owns how :func:`aiowheel.spark.stream` packs keys into *shards* and a shard's keys
-into *pages*, in plain Python. Spark's Python stateful operators (``transformWithState`` and
+into *pages*: what a shard stores and how it is encoded, in plain Python. The visit that reads
+and rewrites it is the ``visit`` twin of :data:`aiowheel._impl.EDGE_TWINS`
+(:mod:`aiowheel.spark._visit`, compiled :mod:`aiowheel.spark._cvisit`), which both import what
+they share from here. Spark's Python stateful operators (``transformWithState`` and
 its pandas twin) pay for every group they visit in a micro-batch, and for every state call: a
 round trip to the JVM's state server (from about 50 µs on a quiet machine to ten times that on
 a loaded one). At one group per key, or one state entry per key, that is several round trips
@@ -66,31 +69,31 @@ from __future__ import annotations
 import io
 import math
 import pickle
-from collections.abc import Callable, Collection, Mapping, Sequence
-from operator import itemgetter
+from collections.abc import Callable, Collection, Mapping, Sequence, Sized
 from typing import Final, NamedTuple
 
 import pyarrow  # type: ignore[import-untyped]
 
-from aiowheel.spark._keystate import Event, IdleRule, StoredKey
+from aiowheel.spark._keystate import StoredKey
 
 __all__ = [
     "COMPRESS_FROM",
     "INDEX_FIELDS",
     "INLINE_MAX",
     "PAGE_FIELDS",
+    "WAKE",
     "ExpiryRow",
     "Page",
     "PageRow",
     "Shard",
     "ShardVisit",
     "StoredPage",
+    "check_columns",
     "dump",
     "dump_page",
     "load",
     "load_page",
     "slot_width",
-    "visit",
 ]
 
 # The state store rows of a shard, field for field (see the module documentation).
@@ -125,9 +128,8 @@ PageRow = tuple[object, ...]
 # Reads the stored pages among the given ones (all of them for None), as stored; a page
 # without an entry is left out.
 PageReader = Callable[[Collection[int] | None], Mapping[int, PageRow]]
-# Where KeyState (and so StoredKey) keeps `wake`, and a C-level getter of it.
-_WAKE: Final = 4
-_wake_of = itemgetter(_WAKE)
+#: Where KeyState (and so StoredKey) keeps ``wake``.
+WAKE: Final = 4
 
 
 class Shard(NamedTuple):
@@ -243,122 +245,10 @@ def _pickled(value: object) -> bytes:
     return out.getvalue()
 
 
-def visit(
-    rule: IdleRule,
-    shard: Shard | None,
-    arrived: Mapping[str, list[Event]],
-    watermark: int,
-    read: PageReader,
-    *,
-    width: int,
-    firing: int | None = None,
-) -> ShardVisit:
-    """Visit the keys of the shard that have new events (``arrived``) or whose wake-up time
-    the watermark (ms) has reached; emit their expiries and set the shard's timer.
-
-    ``read`` (the map state) is called at most once: for all its pages when keys arrived, else
-    for its due ones; not at all when the pages it would read are all kept in the index.
-    ``width`` is the :func:`slot_width` of new pages. ``firing`` is the timer (ms) that
-    triggered this visit, which Spark deletes afterwards. Without input: O(keys in the due
-    pages), plus an :meth:`IdleRule.visit` per due key. With input: O(keys held) to find them
-    (their names only), O(keys) of the pages it changes, plus a visit per key with events or
-    due.
-    """
-    if shard is None:
-        wakes: dict[int, int] = {}
-        inline: dict[int, bytes] = {}
-        timer = pace = None
-    else:
-        wakes = dict(shard.wakes)
-        inline = dict(shard.inline)
-        timer = None if shard.timer == firing else shard.timer
-        pace = watermark - shard.upto
-    # The pages that are entries of the map state before this visit.
-    mapped = wakes.keys() - inline.keys()
-    due = [page for page, wake in wakes.items() if wake <= watermark]
-    expiries: list[ExpiryRow] = []
-    changed: set[int] = set()
-    if arrived:
-        held = {page: StoredPage(row) for page, row in read(None).items()} if mapped else {}
-        held.update((page, StoredPage((value,))) for page, value in inline.items())
-        home = {key: page for page, found in held.items() for key in found.keys}
-        visiting: dict[str, int | None] = {key: home.get(key) for key in arrived}
-        # The states of the pages this visit changes: those of the keys with events, and the
-        # due ones.
-        opened = {home_page for home_page in visiting.values() if home_page is not None}
-        pages = {page: held[page].states() for page in opened.union(due)}
-        for due_page in due:
-            for key, state in pages[due_page].items():
-                if state[_WAKE] <= watermark and key not in visiting:
-                    visiting[key] = due_page
-        placed: list[tuple[str, int | None, StoredKey]] = []
-        incoming: dict[int, int] = {}
-        for key, home_page in visiting.items():
-            stored = None if home_page is None else pages[home_page].pop(key)
-            if home_page is not None:
-                changed.add(home_page)
-            after, emitted = rule.visit_stored(stored, arrived.get(key, []), watermark)
-            if emitted:
-                expiries.extend((key, *expiry) for expiry in emitted)
-            if after is not None:
-                placed.append((key, home_page, after))
-                slot = after[_WAKE] // width
-                incoming[slot] = incoming.get(slot, 0) + 1
-        for key, home_page, after in placed:
-            slot = after[_WAKE] // width
-            if (
-                home_page is not None
-                and slot in held
-                and slot not in changed
-                and incoming[slot] * MOVE_SHARE < len(held[slot].keys)
-            ):
-                pages[home_page][key] = after  # stays: see MOVE_SHARE
-                continue
-            # The key moves to the page of its new wake-up.
-            if slot not in pages:
-                pages[slot] = held[slot].states() if slot in held else {}
-            pages[slot][key] = after
-            changed.add(slot)
-    else:
-        from_map = [page for page in due if page in mapped]
-        rows = dict(read(from_map)) if from_map else {}
-        rows.update((page, (inline[page],)) for page in due if page in inline)
-        pages = {page: load_page(row) for page, row in rows.items()}
-        for page in due:
-            keys = pages.setdefault(page, {})
-            for key in [key for key, state in keys.items() if state[_WAKE] <= watermark]:
-                after, emitted = rule.visit_stored(keys[key], [], watermark)
-                if emitted:
-                    expiries.extend((key, *expiry) for expiry in emitted)
-                if after is None:
-                    del keys[key]
-                else:
-                    keys[key] = after  # stays in its page: see the module documentation
-            changed.add(page)
-    written: dict[int, Page | None] = {}
-    for page in changed:
-        keys = pages.get(page, {})
-        if keys:
-            wakes[page] = min(map(_wake_of, keys.values()))
-            if len(keys) > INLINE_MAX:
-                written[page] = keys
-                inline.pop(page, None)
-                continue
-            inline[page] = dump_page(keys)[0]
-        elif page in wakes:
-            del wakes[page]
-            inline.pop(page, None)
-        if page in mapped:
-            written[page] = None  # kept in the index now, or emptied
-    if not wakes:
-        return ShardVisit(None, written, expiries)
-    need = min(wakes.values())
-    if (
-        timer is None
-        or timer <= watermark
-        or timer > need
-        or pace is None
-        or timer - watermark <= pace
-    ):
-        timer = need
-    return ShardVisit(Shard(wakes, watermark, timer, inline), written, expiries)
+def check_columns(names: Sized, ts: Sized, ranks: Sized, event_ids: Sized) -> None:
+    """Raise ValueError unless the columns of a visit's rows have as many rows each."""
+    if not len(names) == len(ts) == len(ranks) == len(event_ids):
+        raise ValueError(
+            f"the columns key, ts, rank and event_id have {len(names)}, {len(ts)}, "
+            f"{len(ranks)} and {len(event_ids)} rows: they must have as many"
+        )

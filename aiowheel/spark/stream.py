@@ -166,8 +166,9 @@ class _ShardVisits(StatefulProcessor):
     a read and a write (or removal) of each page it touches in the map state, and a timer move
     only when the shard's timer must move.
 
-    The rule is the ``rule`` twin of :data:`aiowheel._impl.EDGE_TWINS`, made by each Python
-    worker in :meth:`init`: the compiled one where it is built, else the pure one (same results).
+    The rule and the shard's visit are the ``rule`` and ``visit`` twins of
+    :data:`aiowheel._impl.EDGE_TWINS`, chosen by each Python worker in :meth:`init`: the
+    compiled ones where they are built, else the pure ones (same results).
     A driver that runs pure Python (``AIOWHEEL_NO_EXTENSIONS``, or no compiled core) has its
     workers run the pure rule too: Spark ships the processor pickled, with that choice. A driver
     with the compiled core leaves the choice to each worker, whose aiowheel may be a wheel
@@ -186,6 +187,8 @@ class _ShardVisits(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         twin = _impl.edge_twin("rule", self.implementation)
         self.rule = twin.IdleRule(self.timeouts, self.tick, self.delay)
+        # add_events and visit: aiowheel.spark._visit or its compiled twin.
+        self.shard_visit = _impl.edge_twin("visit", self.implementation)
         self.handle = handle
         self.index = handle.getValueState(INDEX_STATE, INDEX_TYPE)
         self.pages = handle.getMapState("pages", PAGE_KEY_TYPE, PAGE_TYPE)
@@ -202,7 +205,7 @@ class _ShardVisits(StatefulProcessor):
         firing = None if spark_firing is None else spark_firing - _SHIFT_MS
         row = self.index.get()  # None when the shard has no state: no separate exists() call
         before = _shard.load(row, self.shards)
-        outcome = _shard.visit(
+        outcome: _shard.ShardVisit = self.shard_visit.visit(
             self.rule, before, arrived, watermark, self._read, width=self.width, firing=firing
         )
         for page, keys in outcome.pages.items():
@@ -272,16 +275,15 @@ class _IdleExpiryPandasProcessor(_ShardVisits):
     ) -> Iterator[pd.DataFrame]:
         """Add the keys' new events; apply and emit what the watermark has passed."""
         with _collector_paused():
-            arrived: dict[str, list[Event]] = defaultdict(list)
+            arrived: dict[str, list[Event]] = {}
             for frame in rows:
-                for name, ts, rank, event_id in zip(
+                self.shard_visit.add_events(
+                    arrived,
                     frame["key"].tolist(),
                     frame["ts"].tolist(),
                     frame["rank"].tolist(),
                     frame["event_id"].tolist(),
-                    strict=True,
-                ):
-                    arrived[name].append((ts, rank, event_id))
+                )
             return _frames(self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None))
 
     def handleExpiredTimer(

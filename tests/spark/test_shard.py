@@ -6,8 +6,10 @@ before the previous batch's watermark is dropped as late, each key with input is
 each key whose timer the watermark has passed. Whatever the batching and the arrival order, the
 expiries emitted when the watermark stands at W must be the reference's up to horizon W.
 
-Every test runs on both twins of the rule (``aiowheel._impl.EDGE_TWINS``): the ``implementation``
-fixture selects one, and :func:`make_rule` makes its ``IdleRule``, as the stream's processors do.
+Every test runs on both implementations of the rule and of the shard's visit (the ``rule`` and
+``visit`` twins of ``aiowheel._impl.EDGE_TWINS``): the ``implementation`` fixture selects one,
+:func:`make_rule` makes its ``IdleRule`` and :func:`shard_visit` is its visit, as the stream's
+processors choose them.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pickle
 import zlib
 from collections import defaultdict
 from collections.abc import Collection
+from types import MappingProxyType
 from typing import Any
 
 import pytest
@@ -38,15 +41,22 @@ def make_rule(timeouts: list[float], tick: float, delay: float) -> IdleRule:
     return rule
 
 
+def shard_visit() -> Any:
+    """The visit twin of the implementation under test: ``add_events`` and ``visit``."""
+    return _impl.edge_twin("visit")
+
+
 ExpiryRow = tuple[str, float, float, float]
 
 
 class Model:
     """Spark's side of the contract: batches, watermarks, late events, one timer per shard."""
 
-    def __init__(self, rule: IdleRule, shards: int = 3) -> None:
+    def __init__(self, rule: IdleRule, shards: int = 3, twin: Any = None) -> None:
         self.rule = rule
         self.shards = shards
+        # The visit twin (add_events and visit): the implementation under test's by default.
+        self.twin = shard_visit() if twin is None else twin
         # Per shard: its index row, and its pages' rows (the map state).
         self.stored: dict[int, tuple[bytes, int, int | None, int]] = {}
         self.pages: dict[int, dict[int, tuple[bytes]]] = defaultdict(dict)
@@ -72,15 +82,19 @@ class Model:
         # The eviction watermark of this batch: from the batches before it.
         if self.max_ts > -math.inf:
             self.watermark = max(self.watermark, math.floor((self.max_ts - self.rule.delay) * 1000))
-        arrived: dict[int, dict[str, list[tuple[float, int, str | None]]]] = defaultdict(
-            lambda: defaultdict(list)
-        )
+        # Each shard's rows, column by column, as the pandas processor gets them.
+        columns: dict[int, tuple[list[Any], ...]] = defaultdict(lambda: ([], [], [], []))
         for key, ts, kind, event_id in events:
             self.max_ts = max(self.max_ts, ts)
             if math.floor(ts * 1_000_000) <= late * 1000:
                 continue  # late: Spark drops it before the processor sees it
-            arrived[self.shard_of(key)][key].append((ts, KIND_RANK[kind], event_id))
-        for number, new in arrived.items():
+            for column, value in zip(
+                columns[self.shard_of(key)], (key, ts, KIND_RANK[kind], event_id), strict=True
+            ):
+                column.append(value)
+        for number, rows in columns.items():
+            new: dict[str, list[tuple[float, int, str | None]]] = {}
+            self.twin.add_events(new, *rows)
             self.visit(number, new, None)
         for number in list(self.stored):
             timer = self.stored[number][2]
@@ -100,7 +114,7 @@ class Model:
 
         held = len(self.keys())
         before = shard.load(self.stored.get(number), self.shards)
-        outcome = shard.visit(
+        outcome = self.twin.visit(
             self.rule, before, new, self.watermark, load, width=self.width, firing=firing
         )
         self.visits += 1
@@ -378,7 +392,8 @@ def test_a_visit_with_input_decodes_the_states_of_the_pages_it_changes_only(
     model = Model(make_rule([30.0], 0.001, 0.0), shards=1)
     model.batch([(f"k{n}", n / 100.0, "open", None) for n in range(2_000)])
     decoded: list[int] = []
-    states, visit = shard.StoredPage.states, shard.visit
+    twin = shard_visit()
+    states, visit = shard.StoredPage.states, twin.visit
     visiting = False
 
     def counted(self: shard.StoredPage) -> shard.Page:
@@ -396,7 +411,7 @@ def test_a_visit_with_input_decodes_the_states_of_the_pages_it_changes_only(
             visiting = False
 
     monkeypatch.setattr(shard.StoredPage, "states", counted)
-    monkeypatch.setattr(shard, "visit", counting)
+    monkeypatch.setattr(twin, "visit", counting)
     model.batch([(f"k{n}", 25.0, "data", None) for n in range(10)])
     assert model.reads[-1][0]
     first_page = 30_000 // model.width
@@ -471,7 +486,7 @@ def test_a_page_written_by_the_earlier_encoding_reads_the_same() -> None:
 
 
 def test_key_state_keeps_wake_where_shards_look_for_it() -> None:
-    assert KeyState._fields.index("wake") == shard._WAKE
+    assert KeyState._fields.index("wake") == shard.WAKE
 
 
 @st.composite
@@ -528,3 +543,79 @@ def test_visits_emit_what_replay_emits_up_to_the_watermark(
             )
             assert sorted(model.emitted) == sorted(expected)
             assert len(set(model.emitted)) == len(model.emitted)
+
+
+def test_add_events_groups_the_rows_by_key_in_row_order() -> None:
+    # Two frames of one visit: each key's events in the rows' order, across frames; any
+    # sequences as columns; a dict subclass as the target, as the row processor's.
+    twin = shard_visit()
+    arrived: dict[str, list[tuple[float, int, str | None]]] = defaultdict(list)
+    arrived["c"].append((1.0, 1, None))
+    twin.add_events(arrived, ["a", "b", "a"], [3.0, 1.0, 2.0], [1, 0, 2], ["x", None, "y"])
+    twin.add_events(arrived, ("b", "c"), (0.5, 4.0), (1, 1), (None, "z"))
+    assert dict(arrived) == {
+        "c": [(1.0, 1, None), (4.0, 1, "z")],
+        "a": [(3.0, 1, "x"), (2.0, 2, "y")],
+        "b": [(1.0, 0, None), (0.5, 1, None)],
+    }
+    empty: dict[str, list[tuple[float, int, str | None]]] = {}
+    twin.add_events(empty, [], [], [], [])
+    assert empty == {}
+
+
+def test_add_events_refuses_columns_of_different_lengths() -> None:
+    twin = shard_visit()
+    arrived = {"a": [(1.0, 1, None)]}
+    with pytest.raises(
+        ValueError, match=r"key, ts, rank and event_id have 2, 2, 1 and 2 rows: they must have as"
+    ):
+        twin.add_events(arrived, ["a", "b"], [2.0, 3.0], [1], [None, None])
+    assert arrived == {"a": [(1.0, 1, None)]}  # unchanged
+
+
+def test_a_visit_takes_any_mapping_of_events() -> None:
+    # A read-only mapping visits as the dict it holds: the same outcome, the mapping untouched.
+    rule = make_rule([30.0], 0.001, 0.0)
+    events = {"a": [(1.0, 0, None)], "b": [(2.0, 1, "b1")]}
+    outcomes = [
+        shard_visit().visit(rule, None, given, 5_000, lambda pages: {}, width=1_875)
+        for given in (events, MappingProxyType(events))
+    ]
+    assert outcomes[0] == outcomes[1]
+    assert outcomes[0].shard is not None
+    assert sorted(
+        key
+        for value in outcomes[0].shard.inline.values()
+        for key in shard.StoredPage((value,)).keys
+    ) == ["a", "b"]
+    assert events == {"a": [(1.0, 0, None)], "b": [(2.0, 1, "b1")]}
+
+
+@pytest.mark.skipif(
+    _impl.compiled_implementation() is None, reason="the compiled implementation is not built"
+)
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(logs(), st.sampled_from([1, 2, 5]))
+def test_the_compiled_visit_stores_and_emits_what_the_pure_one_does(
+    case: tuple[list[list[Event]], float, list[float], float], shards: int
+) -> None:
+    # Step by step, with the same rule (the implementation under test's): the same expiries in
+    # the same order, the same index rows and page entries, byte for byte.
+    arrivals, tick, timeouts, delay = case
+    models = [
+        Model(make_rule(timeouts, tick, delay), shards, _impl.edge_twin("visit", name))
+        for name in _impl.IMPLEMENTATIONS
+    ]
+    assert [model.twin.__name__ for model in models] == [
+        "aiowheel.spark._cvisit",
+        "aiowheel.spark._visit",
+    ]
+    compiled, pure = models
+    for batch in [*arrivals, [], []]:
+        for model in models:
+            model.batch(batch)
+        assert compiled.emitted == pure.emitted
+        assert compiled.stored == pure.stored
+        assert compiled.pages == pure.pages
