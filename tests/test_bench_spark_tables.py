@@ -105,7 +105,7 @@ def test_the_stream_table_has_each_query_over_the_floor_and_the_log_in_files(
     assert row("| 1,000 | 400, 350, 250 |").endswith("| 0.25 (0.20-0.30) | >= 0.25 | yes |")
 
 
-def test_the_shard_table_has_each_part_for_both_rules_and_their_ratio(
+def test_the_shard_table_has_each_part_for_both_implementations_and_their_ratio(
     benches: tuple[Any, Any],
 ) -> None:
     _, bench = benches

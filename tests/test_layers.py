@@ -111,6 +111,8 @@ COMPILED_ARROWS: dict[str, set[str]] = {
         "aiowheel.spark.events",
         "aiowheel.spark.replay",
     },
+    # The shard's visit: what a shard stores and how, from the neutral module both twins import.
+    "aiowheel.spark._cvisit": {"aiowheel.spark._shard"},
 }
 # What a compiled part may import besides: the shared contract and the shared C plumbing.
 COMPILED_MAY_USE = {

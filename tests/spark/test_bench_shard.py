@@ -2,9 +2,10 @@
 
 The benchmark replays one shard's micro-batches through the pandas processor outside Spark (the
 state in memory, the watermark and the late-row filter computed as Spark computes them). What it
-times is only worth reading if that replay is the stream's: with either rule, the expiries it
-emits up to its last watermark must be exactly ``replay``'s for the shard's keys, each once.
-Speed is never checked here.
+times is only worth reading if that replay is the stream's: with either implementation (the
+compiled rule and shard visit, or the pure ones), the expiries it emits up to its last
+watermark must be exactly ``replay``'s for the shard's keys, each once. Speed is never checked
+here.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def bench() -> Any:
     return bench_spark_shard
 
 
-def test_the_replayed_shard_emits_replays_expiries_with_either_rule(
+def test_the_replayed_shard_emits_replays_expiries_with_either_implementation(
     spark: SparkSession, tmp_path: Path, bench: Any
 ) -> None:
     log = generate(spark, connections=1_000, duration=120.0, seed=5, path=str(tmp_path / "events"))

@@ -573,6 +573,15 @@ def test_add_events_refuses_columns_of_different_lengths() -> None:
     assert arrived == {"a": [(1.0, 1, None)]}  # unchanged
 
 
+def test_add_events_stops_at_a_key_a_dict_cannot_hold() -> None:
+    # An unhashable key is the dict's TypeError, at its row: the rows before it are added.
+    twin = shard_visit()
+    arrived: dict[Any, list[tuple[float, int, str | None]]] = {}
+    with pytest.raises(TypeError, match="unhashable type: 'list'"):
+        twin.add_events(arrived, ["a", ["b"], "c"], [1.0, 2.0, 3.0], [1, 1, 1], [None] * 3)
+    assert arrived == {"a": [(1.0, 1, None)]}
+
+
 def test_a_visit_takes_any_mapping_of_events() -> None:
     # A read-only mapping visits as the dict it holds: the same outcome, the mapping untouched.
     rule = make_rule([30.0], 0.001, 0.0)
