@@ -228,11 +228,9 @@ def replay_stream(
     processor.init(state)  # type: ignore[arg-type]
     rule = processor.rule
     # The parts, timed where the processor and the visit call them (they look them up at each
-    # call).
-    twin = processor.shard_visit
+    # call; the visit encodes the pages kept in the index through _shard.write_back).
     patched = {
-        (twin, "visit"): "visit",
-        (twin, "dump_page"): "encode",
+        (processor.shard_visit, "visit"): "visit",
         (_shard, "dump_page"): "encode",
         (_shard, "dump"): "encode",
     }

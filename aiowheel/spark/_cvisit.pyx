@@ -18,17 +18,9 @@ Bounds stay checked: a malformed state raises the pure twin's IndexError or Type
 
 from aiowheel._ccpython cimport AW_CPYTHON_FALLBACK
 
-from aiowheel.spark._shard import INLINE_MAX as _INLINE_MAX_OBJECT
 from aiowheel.spark._shard import MOVE_SHARE as _MOVE_SHARE_OBJECT
 from aiowheel.spark._shard import WAKE as _WAKE_OBJECT
-from aiowheel.spark._shard import (
-    Shard,
-    ShardVisit,
-    StoredPage,
-    check_columns,
-    dump_page,
-    load_page,
-)
+from aiowheel.spark._shard import StoredPage, check_columns, load_page, write_back
 
 __all__ = ["add_events", "visit"]
 
@@ -36,7 +28,6 @@ __all__ = ["add_events", "visit"]
 #: CPython internal either way, but reports the build as every compiled part does.
 CPYTHON_FALLBACK = bool(AW_CPYTHON_FALLBACK)
 
-cdef Py_ssize_t INLINE_MAX = _INLINE_MAX_OBJECT
 cdef Py_ssize_t MOVE_SHARE = _MOVE_SHARE_OBJECT
 cdef Py_ssize_t WAKE = _WAKE_OBJECT
 
@@ -70,19 +61,6 @@ def add_events(arrived, names, ts, ranks, event_ids):
             events.append(event)
 
 
-cdef inline object _earliest_wake(dict page):
-    """min(state[WAKE] for state in page.values()), as the pure twin's min() finds it."""
-    cdef object earliest = None
-    cdef object wake
-    for state in page.values():
-        wake = state[WAKE]
-        if earliest is None or wake < earliest:
-            earliest = wake
-    if earliest is None:
-        raise ValueError("min() arg is an empty sequence")
-    return earliest
-
-
 def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
     """Visit the keys of the shard that have new events (``arrived``) or whose wake-up time
     the watermark (ms) has reached; emit their expiries and set the shard's timer.
@@ -95,13 +73,13 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
     input: O(keys held) to find them (their names only), O(keys) of the pages it changes, plus
     a visit per key with events or due.
     """
-    cdef dict wakes, inline, held, home, visiting, pages, incoming, written, keys, rows
+    cdef dict wakes, inline, held, home, visiting, pages, incoming, keys, rows
     cdef dict events = arrived if type(arrived) is dict else dict(arrived)
     cdef set changed = set()
     cdef set opened
     cdef list due, expiries = [], placed, from_map, ready
-    cdef tuple found_keys, outcome, entry
-    cdef object timer, pace, page, key, home_page, stored, after, emitted, expiry, slot, need
+    cdef tuple found_keys, entry
+    cdef object timer, pace, page, key, home_page, stored, after, emitted, expiry, slot
     cdef object visit_stored = rule.visit_stored
     if shard is None:
         wakes = {}
@@ -191,30 +169,14 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
                 else:
                     keys[key] = after  # stays in its page: see the module documentation
             changed.add(page)
-    written = {}
-    for page in changed:
-        keys = pages.get(page, {})
-        if keys:
-            wakes[page] = _earliest_wake(keys)
-            if len(keys) > INLINE_MAX:
-                written[page] = keys
-                inline.pop(page, None)
-                continue
-            inline[page] = dump_page(keys)[0]
-        elif page in wakes:
-            del wakes[page]
-            inline.pop(page, None)
-        if page in mapped:
-            written[page] = None  # kept in the index now, or emptied
-    if not wakes:
-        return ShardVisit(None, written, expiries)
-    need = min(wakes.values())
-    if (
-        timer is None
-        or timer <= watermark
-        or timer > need
-        or pace is None
-        or timer - watermark <= pace
-    ):
-        timer = need
-    return ShardVisit(Shard(wakes, watermark, timer, inline), written, expiries)
+    return write_back(
+        changed,
+        pages,
+        wakes,
+        inline,
+        mapped,
+        expiries=expiries,
+        watermark=watermark,
+        timer=timer,
+        pace=pace,
+    )

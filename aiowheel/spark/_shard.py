@@ -69,7 +69,8 @@ from __future__ import annotations
 import io
 import math
 import pickle
-from collections.abc import Callable, Collection, Mapping, Sequence, Sized
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set, Sized
+from operator import itemgetter
 from typing import Final, NamedTuple
 
 import pyarrow  # type: ignore[import-untyped]
@@ -94,6 +95,7 @@ __all__ = [
     "load",
     "load_page",
     "slot_width",
+    "write_back",
 ]
 
 # The state store rows of a shard, field for field (see the module documentation).
@@ -130,6 +132,8 @@ PageRow = tuple[object, ...]
 PageReader = Callable[[Collection[int] | None], Mapping[int, PageRow]]
 #: Where KeyState (and so StoredKey) keeps ``wake``.
 WAKE: Final = 4
+# A C-level getter of a state's wake-up.
+_wake_of = itemgetter(WAKE)
 
 
 class Shard(NamedTuple):
@@ -252,3 +256,56 @@ def check_columns(names: Sized, ts: Sized, ranks: Sized, event_ids: Sized) -> No
             f"the columns key, ts, rank and event_id have {len(names)}, {len(ts)}, "
             f"{len(ranks)} and {len(event_ids)} rows: they must have as many"
         )
+
+
+def write_back(
+    changed: Iterable[int],
+    pages: Mapping[int, Page],
+    wakes: dict[int, int],
+    inline: dict[int, bytes],
+    mapped: Set[int],
+    *,
+    expiries: list[ExpiryRow],
+    watermark: int,
+    timer: int | None,
+    pace: int | None,
+) -> ShardVisit:
+    """The end of a visit at ``watermark`` (ms) that changed the pages ``changed``, whose keys
+    are now in ``pages`` (a page missing there, or without keys, is emptied).
+
+    Each changed page's earliest wake-up goes into ``wakes``; a page of :data:`INLINE_MAX`
+    keys or fewer is encoded into ``inline``, a larger one is written as a map entry, and the
+    entry of a page in ``mapped`` (the pages that were map entries) that is now kept in the
+    index, or emptied, is removed. ``wakes`` and ``inline`` are the visit's own copies, changed
+    in place. The shard's timer: ``timer`` (None: none left, the one that fired included) is
+    kept if it is at or before the earliest wake-up and would not fire before the shard's next
+    visit at its current ``pace`` (ms since its last visit; None: no visit before), else it
+    moves to that wake-up. O(keys of the changed pages).
+    """
+    written: dict[int, Page | None] = {}
+    for page in changed:
+        keys = pages.get(page, {})
+        if keys:
+            wakes[page] = min(map(_wake_of, keys.values()))
+            if len(keys) > INLINE_MAX:
+                written[page] = keys
+                inline.pop(page, None)
+                continue
+            inline[page] = dump_page(keys)[0]
+        elif page in wakes:
+            del wakes[page]
+            inline.pop(page, None)
+        if page in mapped:
+            written[page] = None  # kept in the index now, or emptied
+    if not wakes:
+        return ShardVisit(None, written, expiries)
+    need = min(wakes.values())
+    if (
+        timer is None
+        or timer <= watermark
+        or timer > need
+        or pace is None
+        or timer - watermark <= pace
+    ):
+        timer = need
+    return ShardVisit(Shard(wakes, watermark, timer, inline), written, expiries)

@@ -11,28 +11,22 @@ stream tests run on each. What a shard stores, and how it is encoded, is
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from operator import itemgetter
 
 from aiowheel.spark._keystate import Event, IdleRule, StoredKey
 from aiowheel.spark._shard import (
-    INLINE_MAX,
     MOVE_SHARE,
     WAKE,
     ExpiryRow,
-    Page,
     PageReader,
     Shard,
     ShardVisit,
     StoredPage,
     check_columns,
-    dump_page,
     load_page,
+    write_back,
 )
 
 __all__ = ["add_events", "visit"]
-
-# A C-level getter of a state's wake-up.
-_wake_of = itemgetter(WAKE)
 
 
 def add_events(
@@ -149,30 +143,14 @@ def visit(
                 else:
                     keys[key] = after  # stays in its page: see the module documentation
             changed.add(page)
-    written: dict[int, Page | None] = {}
-    for page in changed:
-        keys = pages.get(page, {})
-        if keys:
-            wakes[page] = min(map(_wake_of, keys.values()))
-            if len(keys) > INLINE_MAX:
-                written[page] = keys
-                inline.pop(page, None)
-                continue
-            inline[page] = dump_page(keys)[0]
-        elif page in wakes:
-            del wakes[page]
-            inline.pop(page, None)
-        if page in mapped:
-            written[page] = None  # kept in the index now, or emptied
-    if not wakes:
-        return ShardVisit(None, written, expiries)
-    need = min(wakes.values())
-    if (
-        timer is None
-        or timer <= watermark
-        or timer > need
-        or pace is None
-        or timer - watermark <= pace
-    ):
-        timer = need
-    return ShardVisit(Shard(wakes, watermark, timer, inline), written, expiries)
+    return write_back(
+        changed,
+        pages,
+        wakes,
+        inline,
+        mapped,
+        expiries=expiries,
+        watermark=watermark,
+        timer=timer,
+        pace=pace,
+    )
