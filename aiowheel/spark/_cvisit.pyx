@@ -167,7 +167,7 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
                 if after is None:
                     del keys[key]
                 else:
-                    keys[key] = after  # stays in its page: see the module documentation
+                    keys[key] = after  # stays in its page: see aiowheel.spark._shard
             changed.add(page)
     return write_back(
         changed,

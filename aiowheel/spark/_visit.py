@@ -141,7 +141,7 @@ def visit(
                 if after is None:
                     del keys[key]
                 else:
-                    keys[key] = after  # stays in its page: see the module documentation
+                    keys[key] = after  # stays in its page: see aiowheel.spark._shard
             changed.add(page)
     return write_back(
         changed,

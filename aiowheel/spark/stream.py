@@ -170,7 +170,7 @@ class _ShardVisits(StatefulProcessor):
     :data:`aiowheel._impl.EDGE_TWINS`, chosen by each Python worker in :meth:`init`: the
     compiled ones where they are built, else the pure ones (same results).
     A driver that runs pure Python (``AIOWHEEL_NO_EXTENSIONS``, or no compiled core) has its
-    workers run the pure rule too: Spark ships the processor pickled, with that choice. A driver
+    workers run the pure twins too: Spark ships the processor pickled, with that choice. A driver
     with the compiled core leaves the choice to each worker, whose aiowheel may be a wheel
     shipped as a zip (``--py-files``), which cannot load a compiled part (docs/spark.md).
     """
