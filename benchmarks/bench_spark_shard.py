@@ -15,10 +15,13 @@ Per kind of micro-batch (the median over the three of each), the time of the pro
 visit in all (``handleInputRows``, or ``handleExpiredTimer`` without input) and of its parts:
 
 * **visit** -- the shard's visit (the ``visit`` twin, :func:`aiowheel.spark._visit.visit`):
-  finding the keys in the pages, decoding their states, the rule, placing them in pages;
+  finding the keys in the pages, decoding their states, the rule, placing them in pages, and,
+  in the compiled twin, encoding the pages it writes (it copies the stored bytes of the states
+  it did not change, which cannot be timed apart);
 * **rule** -- of which the rule's own visits of the keys (``IdleRule.visit_stored``);
-* **encode** -- encoding (and compressing) the pages and the index it writes, the pages kept
-  in the index included (which the shard's visit encodes itself: not counted in **visit**);
+* **encode** -- encoding (and compressing) the index, and, in the pure twin, the pages the
+  visit writes (which it encodes through :func:`aiowheel.spark._shard.dump_page`: not
+  counted in **visit**);
 * **rest** -- the remainder: grouping the frame's rows by key, reading the index, the
   expiries' frame.
 
@@ -166,8 +169,8 @@ class _At:
 class _Clock:
     """Seconds spent inside the functions it wraps, per part, less what the clock itself adds
     to each call (measured once, on a function that does nothing). A wrapped call made inside
-    another counts for its own part only: the outer part's time excludes it (the shard's
-    visit encodes the pages it keeps in the index itself: that is encoding, not visit)."""
+    another counts for its own part only: the outer part's time excludes it (the pure visit
+    encodes the pages it writes through _shard.dump_page: that is encoding, not visit)."""
 
     def __init__(self) -> None:
         self.spent = dict.fromkeys(PARTS, 0.0)
@@ -228,7 +231,8 @@ def replay_stream(
     processor.init(state)  # type: ignore[arg-type]
     rule = processor.rule
     # The parts, timed where the processor and the visit call them (they look them up at each
-    # call; the visit encodes the pages kept in the index through _shard.write_back).
+    # call; the pure visit encodes the pages it writes through _shard.write_back, the compiled
+    # one its own way, inside its visit).
     patched = {
         (processor.shard_visit, "visit"): "visit",
         (_shard, "dump_page"): "encode",

@@ -44,18 +44,22 @@ The index row, field for field (:data:`INDEX_FIELDS`):
   restart with a different number would look keys up in the wrong shard; :func:`load`
   refuses it.
 
-A page's entry (:data:`PAGE_FIELDS`) is ``keys``: two pickles (protocol 5, without a memo: a
-page holds no object twice) one after the other, the page's keys (a tuple) and then their
-states (a tuple of KeyState tuples, in the same order). From :data:`COMPRESS_FROM` bytes on,
+A page's entry (:data:`PAGE_FIELDS`) is ``keys``: two pickles without a memo (a page holds no
+object twice) one after the other, the page's keys (a tuple, protocol 5) and then their states
+(a tuple of KeyState tuples, in the same order, protocol 3: :func:`pickled_states`). Protocol 3
+has no frames, so that each state's bytes are one contiguous run of the second pickle, the
+same wherever the state stands: the compiled visit copies the runs of the states it does not
+change instead of decoding and re-encoding them. From :data:`COMPRESS_FROM` bytes on,
 the two pickles are stored compressed (Zstandard, through pyarrow, level 1): ``Z``, their
 length (8 bytes, little-endian), then the compressed frame. The bytes a page costs are moved
 between the Python worker and the JVM's state server at every read and write, and are what
 RocksDB writes; compressed, the benchmark's pages keep 28 % of their size (docs/spark.md). A
 visit with input reads every page, but decodes only the keys of most of them: the states of a
 page are decoded only if the visit changes it (one of its keys has events or is due). A page
-written by an earlier version (one pickled ``{key: state}`` dict, or the two pickles
-uncompressed) reads the same. Which page a key lives in decides only what a visit reads, never
-what it emits: a restart may change the slot width (it follows the timeouts).
+written by an earlier version (one pickled ``{key: state}`` dict, the two pickles uncompressed,
+or the states in protocol 5) reads the same. Which page a key lives in decides only what a
+visit reads, never what it emits: a restart may change the slot width (it follows the
+timeouts).
 
 The timer moves lazily. A timer that fires early does no harm (the visit finds nothing due and
 sets a new one), so a registered timer at or before the earliest wake-up is kept unless it
@@ -71,7 +75,7 @@ import math
 import pickle
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence, Set, Sized
 from operator import itemgetter
-from typing import Final, NamedTuple
+from typing import Final, NamedTuple, TypeVar
 
 import pyarrow  # type: ignore[import-untyped]
 
@@ -92,8 +96,12 @@ __all__ = [
     "check_columns",
     "dump",
     "dump_page",
+    "earliest",
     "load",
     "load_page",
+    "pack_page",
+    "page_bytes",
+    "pickled_states",
     "slot_width",
     "write_back",
 ]
@@ -133,7 +141,9 @@ PageReader = Callable[[Collection[int] | None], Mapping[int, PageRow]]
 #: Where KeyState (and so StoredKey) keeps ``wake``.
 WAKE: Final = 4
 # A C-level getter of a state's wake-up.
-_wake_of = itemgetter(WAKE)
+_wake_of: Callable[[StoredKey], int] = itemgetter(WAKE)
+# A page as write_back takes it.
+_P = TypeVar("_P", bound=Sized)
 
 
 class Shard(NamedTuple):
@@ -155,9 +165,9 @@ class ShardVisit(NamedTuple):
 
     # The index to store, or None to clear it (no key has state left).
     shard: Shard | None
-    # The map state's entries to write: a page's keys, or None to remove its entry (the pages
-    # kept in the index travel in `shard`).
-    pages: dict[int, Page | None]
+    # The map state's entries to write, as stored (fields PAGE_FIELDS), or None to remove one
+    # (the pages kept in the index travel in `shard`).
+    pages: dict[int, PageRow | None]
     expiries: list[ExpiryRow]
 
 
@@ -196,17 +206,25 @@ class StoredPage:
     """A page as read from the state store: its keys decoded at once, their states only when
     :meth:`states` is called."""
 
-    __slots__ = ("_unpickler", "keys")
+    __slots__ = ("_unpickler", "keys", "pickles", "states_at")
 
     def __init__(self, row: PageRow) -> None:
-        unpickler = pickle.Unpickler(io.BytesIO(_pickles_of(row[0])))  # type: ignore[arg-type]
+        #: The page's two pickles, decompressed.
+        self.pickles: bytes = _pickles_of(row[0])  # type: ignore[arg-type]
+        stream = io.BytesIO(self.pickles)
+        unpickler = pickle.Unpickler(stream)
         first = unpickler.load()
+        #: Where the states' pickle starts in :attr:`pickles` (None: a page of an earlier
+        #: version, one pickled dict).
+        self.states_at: int | None
         if isinstance(first, dict):  # written by an earlier version: one {key: state} dict
             self.keys: tuple[str, ...] = tuple(first)
             self._unpickler: pickle.Unpickler | Page = first
+            self.states_at = None
         else:
             self.keys = first
             self._unpickler = unpickler
+            self.states_at = stream.tell()
 
     def states(self) -> Page:
         """The page's keys and their states (decoded once: call it once)."""
@@ -222,11 +240,27 @@ def load_page(row: PageRow) -> Page:
 
 def dump_page(page: Page) -> tuple[bytes]:
     """``page`` as its map state value (fields :data:`PAGE_FIELDS`)."""
-    pickles = _pickled(tuple(page)) + _pickled(tuple(page.values()))
+    return (pack_page(tuple(page), pickled_states(tuple(page.values()))),)
+
+
+def pack_page(keys: tuple[str, ...], states: bytes) -> bytes:
+    """A page as stored, from its keys and their states' pickle (:func:`pickled_states`): the
+    two pickles, compressed from :data:`COMPRESS_FROM` bytes on."""
+    pickles = _pickled(keys) + states
     if len(pickles) < COMPRESS_FROM:
-        return (pickles,)
+        return pickles
     frame = pyarrow.compress(pickles, codec=_CODEC, asbytes=True)
-    return (_ZSTD + len(pickles).to_bytes(8, "little") + frame,)
+    return _ZSTD + len(pickles).to_bytes(8, "little") + frame  # type: ignore[no-any-return]
+
+
+def pickled_states(states: tuple[StoredKey, ...]) -> bytes:
+    """A page's states as stored: pickled in protocol 3 (no frames), without a memo, so that
+    each state's bytes are the same wherever it stands (see the module documentation)."""
+    out = io.BytesIO()
+    pickler = pickle.Pickler(out, protocol=3)
+    pickler.fast = True
+    pickler.dump(states)
+    return out.getvalue()
 
 
 def _pickles_of(value: bytes) -> bytes:
@@ -258,9 +292,19 @@ def check_columns(names: Sized, ts: Sized, ranks: Sized, event_ids: Sized) -> No
         )
 
 
+def earliest(page: Page) -> int:
+    """The earliest wake-up (ms) of a page's keys (it has some)."""
+    return min(map(_wake_of, page.values()))
+
+
+def page_bytes(page: Page) -> bytes:
+    """``page`` as stored: the one field of :func:`dump_page`."""
+    return dump_page(page)[0]
+
+
 def write_back(
     changed: Iterable[int],
-    pages: Mapping[int, Page],
+    pages: Mapping[int, _P],
     wakes: dict[int, int],
     inline: dict[int, bytes],
     mapped: Set[int],
@@ -269,29 +313,34 @@ def write_back(
     watermark: int,
     timer: int | None,
     pace: int | None,
+    earliest: Callable[[_P], int],
+    encode: Callable[[_P], bytes],
 ) -> ShardVisit:
     """The end of a visit at ``watermark`` (ms) that changed the pages ``changed``, whose keys
     are now in ``pages`` (a page missing there, or without keys, is emptied).
 
-    Each changed page's earliest wake-up goes into ``wakes``; a page of :data:`INLINE_MAX`
-    keys or fewer is encoded into ``inline``, a larger one is written as a map entry, and the
-    entry of a page in ``mapped`` (the pages that were map entries) that is now kept in the
-    index, or emptied, is removed. ``wakes`` and ``inline`` are the visit's own copies, changed
-    in place. The shard's timer: ``timer`` (None: none left, the one that fired included) is
-    kept if it is at or before the earliest wake-up and would not fire before the shard's next
-    visit at its current ``pace`` (ms since its last visit; None: no visit before), else it
+    ``earliest`` and ``encode`` take a page of ``pages``: its keys' earliest wake-up (ms), and
+    its value as stored; for a :data:`Page` (its keys' states, in its order), :func:`earliest`
+    and :func:`page_bytes`. Each changed page's earliest wake-up goes into ``wakes``; a page of
+    :data:`INLINE_MAX` keys or fewer is encoded into ``inline``, a larger one is encoded as a
+    map entry, and the entry of a page in ``mapped`` (the pages that were map entries) that is
+    now kept in the index, or emptied, is removed. ``wakes`` and ``inline`` are the visit's
+    own copies, changed in place. The shard's timer: ``timer`` (None: none left, the one that
+    fired included) is kept if it is at or before the earliest wake-up and would not fire
+    before the shard's next visit at its current ``pace`` (ms since its last visit; None: no
+    visit before), else it
     moves to that wake-up. O(keys of the changed pages).
     """
-    written: dict[int, Page | None] = {}
+    written: dict[int, PageRow | None] = {}
     for page in changed:
-        keys = pages.get(page, {})
-        if keys:
-            wakes[page] = min(map(_wake_of, keys.values()))
+        keys = pages.get(page)
+        if keys is not None and len(keys):
+            wakes[page] = earliest(keys)
             if len(keys) > INLINE_MAX:
-                written[page] = keys
+                written[page] = (encode(keys),)
                 inline.pop(page, None)
                 continue
-            inline[page] = dump_page(keys)[0]
+            inline[page] = encode(keys)
         elif page in wakes:
             del wakes[page]
             inline.pop(page, None)

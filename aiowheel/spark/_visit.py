@@ -22,7 +22,9 @@ from aiowheel.spark._shard import (
     ShardVisit,
     StoredPage,
     check_columns,
+    earliest,
     load_page,
+    page_bytes,
     write_back,
 )
 
@@ -153,4 +155,6 @@ def visit(
         watermark=watermark,
         timer=timer,
         pace=pace,
+        earliest=earliest,
+        encode=page_bytes,
     )

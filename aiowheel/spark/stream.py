@@ -208,11 +208,11 @@ class _ShardVisits(StatefulProcessor):
         outcome: _shard.ShardVisit = self.shard_visit.visit(
             self.rule, before, arrived, watermark, self._read, width=self.width, firing=firing
         )
-        for page, keys in outcome.pages.items():
-            if keys is None:
+        for page, value in outcome.pages.items():
+            if value is None:
                 self.pages.removeKey((page,))
             else:
-                self.pages.updateValue((page,), _shard.dump_page(keys))
+                self.pages.updateValue((page,), value)
         after = outcome.shard
         # Spark deletes the timer that fired once the handler returns.
         old = None if before is None or before.timer == firing else before.timer
