@@ -206,7 +206,7 @@ class StoredPage:
     """A page as read from the state store: its keys decoded at once, their states only when
     :meth:`states` is called."""
 
-    __slots__ = ("_unpickler", "keys", "pickles", "states_at")
+    __slots__ = ("_states", "keys", "pickles", "states_at")
 
     def __init__(self, row: PageRow) -> None:
         #: The page's two pickles, decompressed.
@@ -217,20 +217,25 @@ class StoredPage:
         #: Where the states' pickle starts in :attr:`pickles` (None: a page of an earlier
         #: version, one pickled dict).
         self.states_at: int | None
+        # The states, once decoded (a page of an earlier version: at once).
+        self._states: Page | None
         if isinstance(first, dict):  # written by an earlier version: one {key: state} dict
             self.keys: tuple[str, ...] = tuple(first)
-            self._unpickler: pickle.Unpickler | Page = first
+            self._states = first
             self.states_at = None
         else:
             self.keys = first
-            self._unpickler = unpickler
+            self._states = None
             self.states_at = stream.tell()
 
     def states(self) -> Page:
         """The page's keys and their states (decoded once: call it once)."""
-        if isinstance(self._unpickler, dict):
-            return self._unpickler
-        return dict(zip(self.keys, self._unpickler.load(), strict=True))
+        if self._states is None:
+            # From the bytes, not the stream: an unpickler reads a file opcode by opcode where
+            # the pickle has no frames (protocol 3).
+            states = pickle.loads(memoryview(self.pickles)[self.states_at :])
+            self._states = dict(zip(self.keys, states, strict=True))
+        return self._states
 
 
 def load_page(row: PageRow) -> Page:
