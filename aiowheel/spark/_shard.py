@@ -55,7 +55,8 @@ length (8 bytes, little-endian), then the compressed frame. The bytes a page cos
 between the Python worker and the JVM's state server at every read and write, and are what
 RocksDB writes; compressed, the benchmark's pages keep 28 % of their size (docs/spark.md). A
 visit with input reads every page, but decodes only the keys of most of them: the states of a
-page are decoded only if the visit changes it (one of its keys has events or is due). A page
+page are decoded only if the visit changes it (one of its keys has events or is due), and, in
+the compiled visit, only the states it takes, the others copied as stored. A page
 written by an earlier version (one pickled ``{key: state}`` dict, the two pickles uncompressed,
 or the states in protocol 5) reads the same. Which page a key lives in decides only what a
 visit reads, never what it emits: a restart may change the slot width (it follows the
