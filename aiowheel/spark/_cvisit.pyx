@@ -857,11 +857,13 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
         held = {page: StoredPage(row) for page, row in read(None).items()} if mapped else {}
         for page, value in inline.items():
             held[page] = StoredPage((value,))
+        # Where each key with events lives (the others' pages do not matter).
         home = {}
         for page, found in held.items():
             found_keys = found.keys
             for key in found_keys:
-                home[key] = page
+                if key in events:
+                    home[key] = page
         visiting = {}
         opened = set()
         for key in events:

@@ -91,7 +91,8 @@ def visit(
     if arrived:
         held = {page: StoredPage(row) for page, row in read(None).items()} if mapped else {}
         held.update((page, StoredPage((value,))) for page, value in inline.items())
-        home = {key: page for page, found in held.items() for key in found.keys}
+        # Where each key with events lives (the others' pages do not matter).
+        home = {key: page for page, found in held.items() for key in found.keys if key in arrived}
         visiting: dict[str, int | None] = {key: home.get(key) for key in arrived}
         # The states of the pages this visit changes: those of the keys with events, and the
         # due ones.
