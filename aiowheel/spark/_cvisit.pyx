@@ -474,7 +474,6 @@ cdef bint _dump_value(_Out *out, object value, int depth) except -1:
     cdef Py_ssize_t n, i, size, batch
     cdef char *at
     cdef const char *text
-    cdef unsigned char byte
     cdef object encoded, item
     if value is None:
         _byte(out, _NONE)
@@ -781,7 +780,6 @@ def _load_states(bytes pickles, Py_ssize_t count):
     """The ``count`` states of a states' pickle and their wake-ups (ms), each decoded from its
     run (for the tests); None if the runs cannot be found (pickle then decodes the page)."""
     cdef _Page page = _Page.__new__(_Page)
-    cdef Py_ssize_t slot
     page.starts = <Py_ssize_t *>PyMem_Malloc((count + 1) * sizeof(Py_ssize_t))
     page.wakes = <int64_t *>PyMem_Malloc(max(count, 1) * sizeof(int64_t))
     if page.starts == NULL or page.wakes == NULL:
@@ -837,7 +835,7 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
     cdef dict events = arrived if type(arrived) is dict else dict(arrived)
     cdef set changed = set()
     cdef set opened
-    cdef list due, expiries = [], placed, from_map, ready
+    cdef list due, expiries = [], placed, from_map
     cdef tuple found_keys, entry
     cdef object timer, pace, page, key, home_page, stored, after, emitted, expiry, slot
     cdef object visit_stored = rule.visit_stored

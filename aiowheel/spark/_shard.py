@@ -56,11 +56,10 @@ between the Python worker and the JVM's state server at every read and write, an
 RocksDB writes; compressed, the benchmark's pages keep 28 % of their size (docs/spark.md). A
 visit with input reads every page, but decodes only the keys of most of them: the states of a
 page are decoded only if the visit changes it (one of its keys has events or is due), and, in
-the compiled visit, only the states it takes, the others copied as stored. A page
-written by an earlier version (one pickled ``{key: state}`` dict, the two pickles uncompressed,
-or the states in protocol 5) reads the same. Which page a key lives in decides only what a
-visit reads, never what it emits: a restart may change the slot width (it follows the
-timeouts).
+the compiled visit, only the states it takes, the others copied as stored. A page written by
+an earlier version (one pickled ``{key: state}`` dict, the two pickles uncompressed, or the
+states in protocol 5) reads the same. Which page a key lives in decides only what a visit
+reads, never what it emits: a restart may change the slot width (it follows the timeouts).
 
 The timer moves lazily. A timer that fires early does no harm (the visit finds nothing due and
 sets a new one), so a registered timer at or before the earliest wake-up is kept unless it
@@ -230,7 +229,8 @@ class StoredPage:
             self.states_at = stream.tell()
 
     def states(self) -> Page:
-        """The page's keys and their states (decoded once: call it once)."""
+        """The page's keys and their states (decoded at the first call; later calls return the
+        same dict, as the visit changed it)."""
         if self._states is None:
             # From the bytes, not the stream: an unpickler reads a file opcode by opcode where
             # the pickle has no frames (protocol 3).
@@ -334,8 +334,7 @@ def write_back(
     own copies, changed in place. The shard's timer: ``timer`` (None: none left, the one that
     fired included) is kept if it is at or before the earliest wake-up and would not fire
     before the shard's next visit at its current ``pace`` (ms since its last visit; None: no
-    visit before), else it
-    moves to that wake-up. O(keys of the changed pages).
+    visit before), else it moves to that wake-up. O(keys of the changed pages).
     """
     written: dict[int, PageRow | None] = {}
     for page in changed:
