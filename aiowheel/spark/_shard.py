@@ -209,8 +209,9 @@ class StoredPage:
     __slots__ = ("_states", "keys", "pickles", "states_at")
 
     def __init__(self, row: PageRow) -> None:
-        #: The page's two pickles, decompressed.
-        self.pickles: bytes = _pickles_of(row[0])  # type: ignore[arg-type]
+        #: The page's two pickles, decompressed (as bytes, whatever bytes-like value the state
+        #: store gave: the compiled visit reads them in place).
+        self.pickles: bytes = bytes(_pickles_of(row[0]))  # type: ignore[arg-type]
         stream = io.BytesIO(self.pickles)
         unpickler = pickle.Unpickler(stream)
         first = unpickler.load()

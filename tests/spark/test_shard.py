@@ -529,6 +529,36 @@ def test_a_page_written_by_an_earlier_encoding_reads_the_same(encoding: Any) -> 
     assert shard.StoredPage(shard.dump_page(page)).keys == ("a", "b")
 
 
+def test_a_page_read_as_any_bytes_like_value_reads_the_same() -> None:
+    # The state store may hand a page back as a bytearray or a memoryview rather than bytes,
+    # and a page may be stored uncompressed (by an earlier version): both twins read it the
+    # same (the compiled one copies the runs of its states as well).
+    events = [
+        [(f"k{n}", float(n % 2), "open", f"o{n}") for n in range(300)],
+        [(f"k{n}", 12.0 + n % 2, "data", None) for n in range(0, 300, 3)],
+        [("z", 40.0, "data", None)],
+    ]
+    now = run(events, timeouts=[5.0, 30.0], tick=0.5, delay=2.0, shards=2)
+    for kind in (bytearray, memoryview):
+        model = Model(make_rule([5.0, 30.0], 0.5, 2.0), shards=2)
+        mapped = 0
+        for batch in events:
+            for pages in model.pages.values():
+                mapped += len(pages)
+                for page, row in pages.items():
+                    pickles = shard.StoredPage(row).pickles  # uncompressed
+                    pages[page] = (kind(pickles),)  # type: ignore[arg-type]
+            model.batch(batch)
+        model.idle()
+        assert mapped, "some pages are map entries"
+        assert model.emitted == now.emitted
+        assert model.keys() == now.keys()
+        for number in range(2):
+            assert {page: model.page(number, page) for page in model.pages[number]} == {
+                page: now.page(number, page) for page in now.pages[number]
+            }
+
+
 def test_key_state_keeps_wake_where_shards_look_for_it() -> None:
     assert KeyState._fields.index("wake") == shard.WAKE
 
