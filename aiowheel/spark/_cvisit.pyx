@@ -367,31 +367,17 @@ cdef object _load_state(const unsigned char *data, Py_ssize_t at, Py_ssize_t end
         return state
     cdef list stack = []
     cdef Py_ssize_t marks[_DEPTH]
-    cdef Py_ssize_t depth = 0, size, start, i, n
-    cdef int64_t number
+    cdef Py_ssize_t depth = 0, start, i, n
     cdef unsigned char op
     cdef object value, items
+    cdef bint ok
     while at < end:
+        value = _atom(data, &at, end, &ok)
+        if ok:
+            stack.append(value)
+            continue
         op = data[at]
-        if op == _BININT1 or op == _BININT2 or op == _BININT or op == _LONG1:
-            if not _int_at(data, at, end, &size, &number):
-                break
-            at = size
-            stack.append(PyLong_FromLongLong(number))
-        elif op == _BINFLOAT:
-            stack.append(PyFloat_Unpack8(<const char *>data + at + 1, 0))
-            at += 9
-        elif op == _NONE:
-            stack.append(None)
-            at += 1
-        elif op == _BINUNICODE:
-            size = (
-                <Py_ssize_t>data[at + 1] | (<Py_ssize_t>data[at + 2] << 8)
-                | (<Py_ssize_t>data[at + 3] << 16) | (<Py_ssize_t>data[at + 4] << 24)
-            )
-            stack.append(PyUnicode_DecodeUTF8(<const char *>data + at + 5, size, "surrogatepass"))
-            at += 5 + size
-        elif op == _EMPTY_TUPLE:
+        if op == _EMPTY_TUPLE:
             stack.append(())
             at += 1
         elif op == _EMPTY_LIST:
@@ -609,12 +595,11 @@ cdef class _Page:
     # key -> its slot in `states`, in the page's order (a dict's: a key set again keeps its
     # place; removed and set again, it goes last).
     cdef dict keys
-    # Per slot: the key's state, or _STORED for the stored state `slot` (slot < stored).
+    # Per slot: the key's state, or _STORED for the stored state `slot`.
     cdef list states
-    # The stored page's pickles (None: nothing stored to copy), its number of stored states,
-    # and each one's bytes (pickles[starts[i]:starts[i + 1]]) and wake-up.
+    # The stored page's pickles (None: nothing stored to copy), and each stored state's bytes
+    # (pickles[starts[i]:starts[i + 1]]) and wake-up.
     cdef bytes pickles
-    cdef Py_ssize_t stored
     cdef Py_ssize_t *starts
     cdef int64_t *wakes
 
@@ -651,17 +636,23 @@ cdef class _Page:
         if at is None or not count:
             return _Page.of(found.states())
         page = _Page.__new__(_Page)
-        page.starts = <Py_ssize_t *>PyMem_Malloc((count + 1) * sizeof(Py_ssize_t))
-        page.wakes = <int64_t *>PyMem_Malloc(count * sizeof(int64_t))
-        if page.starts == NULL or page.wakes == NULL:
-            raise MemoryError()
-        if not _scan_states(found.pickles, at, count, page.starts, page.wakes):
+        if not page._find(found.pickles, at, count):
             return _Page.of(found.states())
-        page.pickles = found.pickles
-        page.stored = count
         page.keys = dict(zip(keys, range(count)))
-        page.states = [_STORED] * count
         return page
+
+    cdef bint _find(self, bytes pickles, Py_ssize_t at, Py_ssize_t count) except -1:
+        """Take the ``count`` states of the states' pickle at ``at`` in ``pickles`` as stored,
+        none decoded (:func:`_scan_states`); False if their runs cannot be found."""
+        self.starts = <Py_ssize_t *>PyMem_Malloc((count + 1) * sizeof(Py_ssize_t))
+        self.wakes = <int64_t *>PyMem_Malloc(max(count, 1) * sizeof(int64_t))
+        if self.starts == NULL or self.wakes == NULL:
+            raise MemoryError()
+        if not _scan_states(pickles, at, count, self.starts, self.wakes):
+            return False
+        self.pickles = pickles
+        self.states = [_STORED] * count
+        return True
 
     cdef object _state(self, Py_ssize_t slot):
         cdef object state = self.states[slot]
@@ -780,15 +771,8 @@ def _load_states(bytes pickles, Py_ssize_t count):
     """The ``count`` states of a states' pickle and their wake-ups (ms), each decoded from its
     run (for the tests); None if the runs cannot be found (pickle then decodes the page)."""
     cdef _Page page = _Page.__new__(_Page)
-    page.starts = <Py_ssize_t *>PyMem_Malloc((count + 1) * sizeof(Py_ssize_t))
-    page.wakes = <int64_t *>PyMem_Malloc(max(count, 1) * sizeof(int64_t))
-    if page.starts == NULL or page.wakes == NULL:
-        raise MemoryError()
-    if not _scan_states(pickles, 0, count, page.starts, page.wakes):
+    if not page._find(pickles, 0, count):
         return None
-    page.pickles = pickles
-    page.stored = count
-    page.states = [_STORED] * count
     wakes = [page.wakes[slot] for slot in range(count)]
     return tuple([page._state(slot) for slot in range(count)]), wakes
 

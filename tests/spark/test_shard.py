@@ -22,7 +22,6 @@ from collections.abc import Collection
 from types import MappingProxyType
 from typing import Any
 
-import pyarrow  # type: ignore[import-untyped]
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -481,11 +480,7 @@ def _earliest_encoding(page: shard.Page) -> bytes:
 def _protocol_5_encoding(page: shard.Page) -> bytes:
     """A page as the versions before protocol 3 wrote it: the two pickles in protocol 5,
     compressed as now."""
-    pickles = shard._pickled(tuple(page)) + shard._pickled(tuple(page.values()))
-    if len(pickles) < shard.COMPRESS_FROM:
-        return pickles
-    frame = pyarrow.compress(pickles, codec="zstd", asbytes=True)
-    return b"Z" + len(pickles).to_bytes(8, "little") + frame
+    return shard.pack_page(tuple(page), shard._pickled(tuple(page.values())))
 
 
 def _encode_pages_as(model: Model, encoding: Any) -> None:
