@@ -33,6 +33,9 @@ from aiowheel.spark._keystate import IdleRule, KeyState
 from aiowheel.spark.events import KIND_RANK
 
 pytestmark = [pytest.mark.spark, pytest.mark.usefixtures("implementation")]
+needs_compiled = pytest.mark.skipif(
+    _impl.compiled_implementation() is None, reason="the compiled implementation is not built"
+)
 
 
 def make_rule(timeouts: list[float], tick: float, delay: float) -> IdleRule:
@@ -669,9 +672,7 @@ def test_a_visit_takes_any_mapping_of_events() -> None:
     assert events == {"a": [(1.0, 0, None)], "b": [(2.0, 1, "b1")]}
 
 
-@pytest.mark.skipif(
-    _impl.compiled_implementation() is None, reason="the compiled implementation is not built"
-)
+@needs_compiled
 @settings(
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -748,9 +749,7 @@ def _stored_shape(state: object) -> bool:
     return type(state) is tuple and len(state) == 5 and type(state[4]) is int and _plain(state)
 
 
-@pytest.mark.skipif(
-    _impl.compiled_implementation() is None, reason="the compiled implementation is not built"
-)
+@needs_compiled
 @settings(max_examples=300, deadline=None)
 @given(st.lists(_STATES, min_size=1, max_size=6))
 def test_the_compiled_visit_writes_and_reads_states_byte_for_byte_as_pickle(
@@ -777,9 +776,7 @@ def test_the_compiled_visit_writes_and_reads_states_byte_for_byte_as_pickle(
     assert wakes == [state[4] for state in states]
 
 
-@pytest.mark.skipif(
-    _impl.compiled_implementation() is None, reason="the compiled implementation is not built"
-)
+@needs_compiled
 def test_the_compiled_visit_leaves_to_pickle_what_it_cannot_read_state_by_state() -> None:
     from aiowheel.spark import _cvisit
 
