@@ -17,7 +17,13 @@ What is different is how, never what:
   fused multiply-add). A deadline or wake-up whose tick count is too large for that arithmetic
   to be exact is handed to the pure functions, which compute it or raise their error;
 * what a visit returns holds the objects it was given: ``last_seen`` is the event's own ``ts``
-  object and the kept events are the caller's tuples, as in the pure twin.
+  object and the kept events are the caller's tuples, as in the pure twin;
+* the compiled visit (:mod:`aiowheel.spark._cvisit`) has it visit a key as a C record instead
+  (:meth:`IdleRule.visit_record`, declared in ``_ckeystate.pxd``): the same steps on the same
+  doubles, the event ids compared as their UTF-8 bytes, and no Python object but the expiries.
+  Where C values cannot follow :meth:`IdleRule.visit_stored` (more than ``RECORD_EVENTS``
+  events, a NaN time to sort, a ``fired`` outside the timeouts, a wake-up past int64), it says
+  so before it changes anything, and the visit asks :meth:`IdleRule.visit_stored`.
 
 The contract both twins keep: ``ts`` is a float, as the stream's double column gives it (an int
 ``ts`` beyond 2**53 compares differently once converted).
@@ -29,6 +35,7 @@ from cpython.list cimport PyList_GET_ITEM, PyList_SET_ITEM
 from cpython.long cimport PyLong_CheckExact
 from cpython.object cimport PyObject
 from libc.math cimport ceil, fabs
+from libc.string cimport memcmp, memcpy, memmove
 from libc.stdlib cimport free, malloc
 
 from aiowheel._ccpython cimport AW_CPYTHON_FALLBACK
@@ -135,7 +142,6 @@ def wake_ms(t):
     return _wake_ms(PyFloat_AsDouble(t))
 
 
-@cython.final
 cdef class IdleRule:
     """The idle-expiry rule for every timeout of a stream, applied one key visit at a time.
 
@@ -144,13 +150,7 @@ cdef class IdleRule:
     and ``delay`` the watermark delay, both in seconds.
     """
 
-    cdef readonly tuple timeouts
-    cdef readonly object tick
-    cdef readonly object delay
-    cdef double _tick
-    cdef double _delay
-    cdef double *_timeouts
-    cdef Py_ssize_t _count
+    # Its fields are declared in aiowheel/spark/_ckeystate.pxd.
 
     def __cinit__(self, timeouts, tick, delay):
         self._timeouts = NULL
@@ -349,3 +349,198 @@ cdef class IdleRule:
                 if ts > end:
                     end = ts
         return _wake_ms(end)
+
+    cdef int visit_record(
+        self,
+        Record *record,
+        const RecordEvent *arrived,
+        Py_ssize_t count,
+        double now,
+        list expiries,
+    ) except -1:
+        """:meth:`visit_stored` on C values: ``record`` is the key's state (all zeros for
+        none), ``arrived[:count]`` its new events, ``now`` the watermark in seconds; the
+        expiries go to the end of ``expiries``. The same steps on the same doubles, so the
+        same result: RECORD_KEPT with ``record`` the state to keep, or RECORD_GONE. Where C
+        values cannot follow it -- more than RECORD_EVENTS events, a pending ``ts`` that is
+        NaN (list.sort's order then), a ``fired`` outside the timeouts, a wake-up beyond
+        int64 milliseconds -- RECORD_UNFIT, with ``record`` and ``expiries`` as they were:
+        the caller then asks :meth:`visit_stored`."""
+        cdef RecordEvent kept[RECORD_EVENTS]
+        cdef RecordEvent pending[RECORD_EVENTS]
+        cdef const RecordEvent *seen[RECORD_EVENTS]
+        cdef Py_ssize_t applied = record.applied
+        cdef Py_ssize_t held = record.count
+        cdef Py_ssize_t n_kept, n_pending, n_seen, split, i, j
+        cdef Py_ssize_t emitted = len(expiries)
+        cdef bint tracked = record.tracked, found = False, copy
+        cdef double seen_at = record.last_seen, first = 0.0, end, ts, forget, m
+        cdef long long fired = record.fired
+        cdef RecordEvent event
+        if (
+            self._count < 1
+            or held + count > RECORD_EVENTS
+            or not 0 <= applied <= held
+            or (tracked and not 0 <= fired < self._count)
+        ):
+            return RECORD_UNFIT
+        n_kept = applied
+        memcpy(kept, record.events, applied * sizeof(RecordEvent))
+        n_pending = held - applied
+        memcpy(pending, record.events + applied, n_pending * sizeof(RecordEvent))
+        memcpy(pending + n_pending, arrived, count * sizeof(RecordEvent))
+        n_pending += count
+        for i in range(n_pending):
+            if pending[i].ts != pending[i].ts:
+                return RECORD_UNFIT
+        # Rule order, (ts, kind rank), stable: an event moves before another only if its key
+        # is smaller.
+        for i in range(1, n_pending):
+            event = pending[i]
+            j = i
+            while j > 0 and (
+                event.ts < pending[j - 1].ts
+                or (event.ts == pending[j - 1].ts and event.rank < pending[j - 1].rank)
+            ):
+                pending[j] = pending[j - 1]
+                j -= 1
+            pending[j] = event
+        if n_pending and pending[0].ts <= now:
+            split = 0  # bisect_right(pending, now, key=ts)
+            while split < n_pending and not now < pending[split].ts:
+                split += 1
+            for i in range(split):
+                event = pending[i]
+                if event.id != NULL:
+                    if _has_id(kept, n_kept, &event):
+                        continue  # a copy: the first by (ts, kind) counts
+                    kept[n_kept] = event
+                    n_kept += 1
+                if tracked:
+                    fired = self._expire_record(seen_at, fired, event.ts, expiries)
+                if event.rank == _CLOSE_RANK:
+                    tracked = False
+                else:
+                    tracked, seen_at, fired = True, event.ts, 0
+            n_pending -= split
+            memmove(pending, pending + split, n_pending * sizeof(RecordEvent))
+        if tracked:
+            fired = self._expire_record(seen_at, fired, now, expiries)
+            if fired == self._count:
+                tracked = False
+        if n_kept:
+            # Remembered while a copy may still come: within delay of the watermark.
+            forget = now - self._delay
+            j = 0
+            for i in range(n_kept):
+                if kept[i].ts > forget:
+                    kept[j] = kept[i]
+                    j += 1
+            n_kept = j
+        # The wake-up: _wake's steps, on a look-ahead copy of the state.
+        cdef bint ahead = tracked
+        cdef double ahead_at = seen_at
+        cdef long long ahead_fired = fired
+        if not n_pending:
+            if tracked:
+                first = self._deadline(seen_at, fired)
+            elif not n_kept:
+                return RECORD_GONE
+            else:
+                end = kept[0].ts
+                for i in range(n_kept):
+                    if kept[i].ts > end:
+                        end = kept[i].ts
+                first = end + self._delay
+        else:
+            # The first expiry the key would emit if the pending events were all still to
+            # come, the copies of remembered (or earlier pending) ids skipped.
+            n_seen = 0
+            for i in range(n_kept):
+                if kept[i].id != NULL:
+                    seen[n_seen] = &kept[i]
+                    n_seen += 1
+            for i in range(n_pending):
+                if pending[i].id != NULL:
+                    copy = False
+                    for j in range(n_seen):
+                        if _same_id(seen[j], &pending[i]):
+                            copy = True
+                            break
+                    if copy:
+                        continue
+                    seen[n_seen] = &pending[i]
+                    n_seen += 1
+                ts = pending[i].ts
+                if ahead:
+                    first = self._deadline(ahead_at, ahead_fired)
+                    if first <= ts:
+                        found = True
+                        break
+                if pending[i].rank == _CLOSE_RANK:
+                    ahead = False
+                else:
+                    ahead, ahead_at, ahead_fired = True, ts, 0
+            if not found and ahead:
+                first = self._deadline(ahead_at, ahead_fired)
+                found = True
+            if not found:
+                end = pending[n_pending - 1].ts
+                for i in range(n_kept):
+                    ts = kept[i].ts + self._delay
+                    if ts > end:
+                        end = ts
+                for i in range(n_pending):
+                    if pending[i].id != NULL:
+                        ts = pending[i].ts + self._delay
+                        if ts > end:
+                            end = ts
+                first = end
+        # wake_ms(first), in C while the milliseconds are exact (_wake_ms).
+        m = ceil(first * 1000.0)
+        if not fabs(m) < _EXACT_MS:
+            del expiries[emitted:]
+            return RECORD_UNFIT
+        if m / 1000.0 < first:
+            m += 1
+        elif (m - 1) / 1000.0 >= first:
+            m -= 1
+        record.tracked = tracked
+        record.last_seen = seen_at if tracked else 0.0
+        record.fired = fired
+        record.applied = n_kept
+        memcpy(record.events, kept, n_kept * sizeof(RecordEvent))
+        memcpy(record.events + n_kept, pending, n_pending * sizeof(RecordEvent))
+        record.count = n_kept + n_pending
+        record.wake = <long long>m
+        return RECORD_KEPT
+
+    cdef long long _expire_record(
+        self, double seen_at, long long fired, double at, list out
+    ) except? -1:
+        """:meth:`_expire` for a record: ``last_seen`` is a float made of ``seen_at``."""
+        cdef double expired_at
+        cdef object last_seen = None
+        while fired < self._count:
+            expired_at = self._deadline(seen_at, fired)
+            if expired_at > at:
+                break
+            if last_seen is None:
+                last_seen = seen_at
+            out.append((self.timeouts[fired], expired_at, last_seen))
+            fired += 1
+        return fired
+
+
+cdef inline bint _same_id(const RecordEvent *a, const RecordEvent *b) noexcept:
+    """True if the two events' ids (neither None) are equal."""
+    return a.id_size == b.id_size and memcmp(a.id, b.id, a.id_size) == 0
+
+
+cdef inline bint _has_id(const RecordEvent *events, Py_ssize_t count, const RecordEvent *event) noexcept:
+    """True if one of ``events[:count]`` has ``event``'s id (not None)."""
+    cdef Py_ssize_t i
+    for i in range(count):
+        if events[i].id != NULL and _same_id(&events[i], event):
+            return True
+    return False

@@ -23,6 +23,16 @@ below) is decoded whole by pickle instead, and a state outside them is encoded b
 same bytes either way. What the shard stores, and how it is encoded, is
 :mod:`aiowheel.spark._shard`'s, as for the pure twin. Bounds stay checked: a malformed state
 raises the pure twin's IndexError or TypeError.
+
+With the compiled rule, a key's visit makes no Python object of its state or of its events: its
+stored bytes are read into a C record (:func:`_read_record`; its ``event_id`` strs stay bytes,
+borrowed from the page), its new events too (:func:`_read_arrived`), the rule visits the record
+(:meth:`aiowheel.spark._ckeystate.IdleRule.visit_record`) and the record is written back as
+pickle's bytes (:func:`_dump_record`, a :class:`_Run` of the page). A state or events a record
+does not hold (anything but float times, int64 ints, str or None ids; more than RECORD_EVENTS
+events), or a visit the record cannot follow (:meth:`~IdleRule.visit_record`'s RECORD_UNFIT), is
+visited as objects by ``visit_stored``, as with the pure rule: the same bytes and expiries
+either way (tests/spark/test_keystate.py and the twins' test in tests/spark/test_shard.py).
 """
 
 from cpython.exc cimport PyErr_Clear
@@ -32,9 +42,17 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int64_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 
 from aiowheel._ccpython cimport AW_CPYTHON_FALLBACK
+from aiowheel.spark._ckeystate cimport (
+    RECORD_EVENTS,
+    RECORD_GONE,
+    RECORD_UNFIT,
+    IdleRule,
+    Record,
+    RecordEvent,
+)
 
 from aiowheel.spark._shard import MOVE_SHARE as _MOVE_SHARE_OBJECT
 from aiowheel.spark._shard import WAKE as _WAKE_OBJECT
@@ -68,6 +86,7 @@ cdef extern from "Python.h":
     bint PyFloat_CheckExact(object value)
     bint PyUnicode_CheckExact(object value)
     double PyFloat_AS_DOUBLE(object value)
+    double PyFloat_AsDouble(object value) except? -1.0
 
 
 # The pickle opcodes of a page's states (protocol 3, as pickle writes them without a memo).
@@ -419,6 +438,149 @@ cdef object _load_state(const unsigned char *data, Py_ssize_t at, Py_ssize_t end
     return stack[0]
 
 
+cdef inline Py_ssize_t _text_size(const unsigned char *data, Py_ssize_t at) noexcept:
+    """The size of the BINUNICODE at ``at``."""
+    return (
+        <Py_ssize_t>data[at + 1] | (<Py_ssize_t>data[at + 2] << 8)
+        | (<Py_ssize_t>data[at + 3] << 16) | (<Py_ssize_t>data[at + 4] << 24)
+    )
+
+
+cdef bint _read_event(
+    const unsigned char *data, Py_ssize_t *at, Py_ssize_t end, RecordEvent *event
+) noexcept:
+    """Read the event at ``at[0]`` into ``event`` if it is one a record holds: a float
+    ``ts``, an int64 rank and a str or None id (``at[0]`` moves past it); else False."""
+    cdef Py_ssize_t start = at[0], after = 0, size
+    cdef int64_t rank = 0
+    if start + 10 > end or data[start] != _BINFLOAT:
+        return False
+    event.ts = PyFloat_Unpack8(<const char *>data + start + 1, 0)
+    if not _int_at(data, start + 9, end, &after, &rank):
+        return False
+    event.rank = rank
+    if after < end and data[after] == _NONE:
+        event.id = NULL
+        event.id_size = 0
+        after += 1
+    elif after + 5 <= end and data[after] == _BINUNICODE:
+        size = _text_size(data, after)
+        if after + 5 + size > end:
+            return False
+        event.id = <const char *>data + after + 5
+        event.id_size = size
+        after += 5 + size
+    else:
+        return False
+    if after >= end or data[after] != _TUPLE3:
+        return False
+    at[0] = after + 1
+    return True
+
+
+cdef bint _read_record(
+    const unsigned char *data, Py_ssize_t at, Py_ssize_t end, Record *record
+) noexcept:
+    """Read the state whose bytes are ``data[at:end]`` into ``record`` if it is one (its
+    ids borrowed from ``data``): a StoredKey whose ``last_seen`` is a float or None, whose
+    ints fit int64 and whose events (RECORD_EVENTS at most) :func:`_read_event` reads; else
+    False (the state is then decoded, and the rule visits it as objects)."""
+    cdef Py_ssize_t after = 0
+    cdef int64_t number = 0
+    if at >= end or data[at] != _MARK:
+        return False
+    at += 1
+    if at < end and data[at] == _NONE:
+        record.tracked = False
+        record.last_seen = 0.0
+        at += 1
+    elif at + 9 <= end and data[at] == _BINFLOAT:
+        record.tracked = True
+        record.last_seen = PyFloat_Unpack8(<const char *>data + at + 1, 0)
+        at += 9
+    else:
+        return False
+    if at >= end or not _int_at(data, at, end, &after, &number):
+        return False
+    record.fired = number
+    at = after
+    if at >= end or not _int_at(data, at, end, &after, &number):
+        return False
+    record.applied = <Py_ssize_t>number
+    at = after
+    if at >= end or data[at] != _EMPTY_LIST:
+        return False
+    at += 1
+    record.count = 0
+    if at < end and data[at] == _MARK:
+        # Two events or more: one batch of MARK ... APPENDS (a second would be over 1000).
+        at += 1
+        while at < end and data[at] != _APPENDS:
+            if record.count == RECORD_EVENTS:
+                return False
+            if not _read_event(data, &at, end, &record.events[record.count]):
+                return False
+            record.count += 1
+        at += 1
+    elif at < end and data[at] == _BINFLOAT:
+        # One event, then APPEND.
+        if not _read_event(data, &at, end, &record.events[0]):
+            return False
+        if at >= end or data[at] != _APPEND:
+            return False
+        record.count = 1
+        at += 1
+    if at >= end or not _int_at(data, at, end, &after, &number):
+        return False
+    record.wake = number
+    return after + 1 == end and data[after] == _TUPLE
+
+
+cdef bint _read_arrived(object arrived, RecordEvent *events, Py_ssize_t *count) except -1:
+    """Read a key's new events (a list of Event tuples, or None for none) into ``events``
+    if a record can hold them (:func:`_read_event`'s, RECORD_EVENTS at most); else False.
+    The ids are borrowed from the strs (their UTF-8, which each str keeps)."""
+    cdef Py_ssize_t n, i, size = 0
+    cdef object item, ts, rank, event_id
+    cdef long long number
+    cdef int overflow = 0
+    cdef const char *text
+    count[0] = 0
+    if arrived is None:
+        return True
+    if type(arrived) is not list:
+        return False
+    n = len(<list>arrived)
+    if n > RECORD_EVENTS:
+        return False
+    for i in range(n):
+        item = (<list>arrived)[i]
+        if type(item) is not tuple or len(<tuple>item) != 3:
+            return False
+        ts, rank, event_id = <tuple>item
+        if not PyFloat_CheckExact(ts) or not PyLong_CheckExact(rank):
+            return False
+        number = PyLong_AsLongLongAndOverflow(rank, &overflow)
+        if overflow:
+            return False
+        events[i].ts = PyFloat_AS_DOUBLE(ts)
+        events[i].rank = number
+        if event_id is None:
+            events[i].id = NULL
+            events[i].id_size = 0
+        elif PyUnicode_CheckExact(event_id):
+            text = PyUnicode_AsUTF8AndSize(event_id, &size)
+            if text == NULL:  # lone surrogates: the object rule takes them
+                PyErr_Clear()
+                return False
+            events[i].id = text
+            events[i].id_size = size
+        else:
+            return False
+    count[0] = n
+    return True
+
+
 # ----------------------------------------------------------------------------------------
 # Writing a page's states: pickle's own bytes for protocol 3, without a memo.
 
@@ -450,65 +612,88 @@ cdef inline int _byte(_Out *out, unsigned char byte) except -1:
     return 0
 
 
+cdef inline int _dump_float(_Out *out, double value) except -1:
+    cdef char *at = _room(out, 9)
+    at[0] = <char>_BINFLOAT
+    PyFloat_Pack8(value, at + 1, 0)
+    return 0
+
+
+cdef int _dump_int(_Out *out, long long number) except -1:
+    """Append the int ``number`` as pickle writes it (its smallest opcode)."""
+    cdef uint64_t magnitude
+    cdef Py_ssize_t n, i
+    cdef char *at
+    if -0x80000000 <= number <= 0x7FFFFFFF:
+        if 0 <= number <= 0xFF:
+            at = _room(out, 2)
+            at[0] = <char>_BININT1
+            at[1] = <char>number
+        elif 0 <= number <= 0xFFFF:
+            at = _room(out, 3)
+            at[0] = <char>_BININT2
+            at[1] = <char>(number & 0xFF)
+            at[2] = <char>(number >> 8)
+        else:
+            at = _room(out, 5)
+            at[0] = <char>_BININT
+            for i in range(4):
+                at[1 + i] = <char>((number >> (8 * i)) & 0xFF)
+        return 0
+    # pickle's LONG1: one byte more than the magnitude's bits need, less one if that byte is
+    # only the sign of a negative number (8 bytes at most for an int64).
+    magnitude = <uint64_t>number if number >= 0 else (~(<uint64_t>number)) + 1
+    n = 1  # (bits >> 3) + 1: whole bytes of the magnitude, plus one
+    while magnitude >= 0x80:
+        magnitude >>= 8
+        n += 1
+    if magnitude >= 0x80:
+        n += 1
+    if n > 8:
+        n = 8  # -2**63 alone: of pickle's nine bytes, it drops the last, a sign byte
+    if (
+        number < 0 and n > 1
+        and ((number >> (8 * (n - 1))) & 0xFF) == 0xFF
+        and ((number >> (8 * (n - 2))) & 0x80)
+    ):
+        n -= 1
+    at = _room(out, 2 + n)
+    at[0] = <char>_LONG1
+    at[1] = <char>n
+    for i in range(n):
+        at[2 + i] = <char>((number >> (8 * i)) & 0xFF)
+    return 0
+
+
+cdef inline int _dump_text(_Out *out, const char *text, Py_ssize_t size) except -1:
+    """Append a str whose UTF-8 ("surrogatepass") is ``text[:size]`` (under 4 GiB)."""
+    cdef char *at = _room(out, 5 + size)
+    cdef Py_ssize_t i
+    at[0] = <char>_BINUNICODE
+    for i in range(4):
+        at[1 + i] = <char>((size >> (8 * i)) & 0xFF)
+    memcpy(at + 5, text, size)
+    return 0
+
+
 cdef bint _dump_value(_Out *out, object value, int depth) except -1:
     """Append ``value`` as pickle writes it in protocol 3 without a memo; False (``out``
     partly written) if it is not made of None, floats, ints, strs, tuples and lists alone,
     exactly those types, or is nested too deep (the caller then asks pickle)."""
     cdef long long number
     cdef int overflow = 0
-    cdef uint64_t magnitude
-    cdef Py_ssize_t n, i, size, batch
-    cdef char *at
+    cdef Py_ssize_t n, i, size = 0, batch
     cdef const char *text
     cdef object encoded, item
     if value is None:
         _byte(out, _NONE)
     elif PyFloat_CheckExact(value):
-        at = _room(out, 9)
-        at[0] = <char>_BINFLOAT
-        PyFloat_Pack8(PyFloat_AS_DOUBLE(value), at + 1, 0)
+        _dump_float(out, PyFloat_AS_DOUBLE(value))
     elif PyLong_CheckExact(value):
         number = PyLong_AsLongLongAndOverflow(value, &overflow)
         if overflow:
             return False
-        if -0x80000000 <= number <= 0x7FFFFFFF:
-            if 0 <= number <= 0xFF:
-                at = _room(out, 2)
-                at[0] = <char>_BININT1
-                at[1] = <char>number
-            elif 0 <= number <= 0xFFFF:
-                at = _room(out, 3)
-                at[0] = <char>_BININT2
-                at[1] = <char>(number & 0xFF)
-                at[2] = <char>(number >> 8)
-            else:
-                at = _room(out, 5)
-                at[0] = <char>_BININT
-                for i in range(4):
-                    at[1 + i] = <char>((number >> (8 * i)) & 0xFF)
-        else:
-            # pickle's LONG1: one byte more than the magnitude's bits need, less one if that
-            # byte is only the sign of a negative number.
-            magnitude = <uint64_t>number if number >= 0 else (~(<uint64_t>number)) + 1
-            n = 1  # (bits >> 3) + 1: whole bytes of the magnitude, plus one
-            while magnitude >= 0x80:
-                magnitude >>= 8
-                n += 1
-            if magnitude >= 0x80:
-                n += 1
-            if n > 8:
-                return False
-            if (
-                number < 0 and n > 1
-                and ((number >> (8 * (n - 1))) & 0xFF) == 0xFF
-                and ((number >> (8 * (n - 2))) & 0x80)
-            ):
-                n -= 1
-            at = _room(out, 2 + n)
-            at[0] = <char>_LONG1
-            at[1] = <char>n
-            for i in range(n):
-                at[2 + i] = <char>((number >> (8 * i)) & 0xFF)
+        _dump_int(out, number)
     elif PyUnicode_CheckExact(value):
         text = PyUnicode_AsUTF8AndSize(value, &size)
         encoded = None
@@ -519,11 +704,7 @@ cdef bint _dump_value(_Out *out, object value, int depth) except -1:
             size = PyBytes_GET_SIZE(encoded)
         if size > 0xFFFFFFFF:
             return False
-        at = _room(out, 5 + size)
-        at[0] = <char>_BINUNICODE
-        for i in range(4):
-            at[1 + i] = <char>((size >> (8 * i)) & 0xFF)
-        memcpy(at + 5, text, size)
+        _dump_text(out, text, size)
     elif type(value) is tuple:
         n = len(<tuple>value)
         if n == 0:
@@ -578,6 +759,64 @@ cdef int _dump_state(_Out *out, object state) except -1:
     return 0
 
 
+cdef int _dump_event(_Out *out, const RecordEvent *event) except -1:
+    _dump_float(out, event.ts)
+    _dump_int(out, event.rank)
+    if event.id == NULL:
+        _byte(out, _NONE)
+    else:
+        _dump_text(out, event.id, event.id_size)
+    _byte(out, _TUPLE3)
+    return 0
+
+
+cdef int _dump_record(_Out *out, const Record *record) except -1:
+    """Append the state ``record`` holds as pickle writes the StoredKey tuple it stands for
+    (:func:`_dump_value`'s bytes for it)."""
+    cdef Py_ssize_t i
+    _byte(out, _MARK)
+    if record.tracked:
+        _dump_float(out, record.last_seen)
+    else:
+        _byte(out, _NONE)
+    _dump_int(out, record.fired)
+    _dump_int(out, record.applied)
+    _byte(out, _EMPTY_LIST)
+    if record.count == 1:
+        _dump_event(out, &record.events[0])
+        _byte(out, _APPEND)
+    elif record.count > 1:  # RECORD_EVENTS, one batch of pickle's
+        _byte(out, _MARK)
+        for i in range(record.count):
+            _dump_event(out, &record.events[i])
+        _byte(out, _APPENDS)
+    _dump_int(out, record.wake)
+    _byte(out, _TUPLE)
+    return 0
+
+
+# Where _Run.of writes a record before it copies the bytes out: it keeps the room it grew to.
+cdef _Out _scratch
+_scratch.data = NULL
+_scratch.size = _scratch.room = 0
+
+
+cdef class _Run:
+    """A state a visit changed as a record: its bytes (:func:`_dump_record`) and wake-up."""
+
+    cdef bytes data
+    cdef int64_t wake
+
+    @staticmethod
+    cdef _Run of(const Record *record):
+        cdef _Run run = _Run.__new__(_Run)
+        _scratch.size = 0
+        _dump_record(&_scratch, record)
+        run.data = PyBytes_FromStringAndSize(_scratch.data, _scratch.size)
+        run.wake = record.wake
+        return run
+
+
 # ----------------------------------------------------------------------------------------
 # A page a visit changes.
 
@@ -595,7 +834,8 @@ cdef class _Page:
     # key -> its slot in `states`, in the page's order (a dict's: a key set again keeps its
     # place; removed and set again, it goes last).
     cdef dict keys
-    # Per slot: the key's state, or _STORED for the stored state `slot`.
+    # Per slot: the key's state (a StoredKey, or a _Run the visit encoded), or _STORED for the
+    # stored state `slot`.
     cdef list states
     # The stored page's pickles (None: nothing stored to copy), and each stored state's bytes
     # (pickles[starts[i]:starts[i + 1]]) and wake-up.
@@ -656,6 +896,7 @@ cdef class _Page:
 
     cdef object _state(self, Py_ssize_t slot):
         cdef object state = self.states[slot]
+        cdef bytes data
         if state is _STORED:
             state = _load_state(
                 <const unsigned char *>PyBytes_AS_STRING(self.pickles),
@@ -663,15 +904,34 @@ cdef class _Page:
                 self.starts[slot + 1],
             )
             self.states[slot] = state
+        elif type(state) is _Run:
+            data = (<_Run>state).data
+            state = _load_state(
+                <const unsigned char *>PyBytes_AS_STRING(data), 0, PyBytes_GET_SIZE(data)
+            )
+            self.states[slot] = state
         return state
 
-    cdef object take(self, object key):
-        """Remove ``key`` and return its state."""
-        return self._state(self.keys.pop(key))
+    cdef bint record(self, Py_ssize_t slot, Record *record) noexcept:
+        """Read the state of ``slot`` into ``record`` if it is stored and a record holds it
+        (:func:`_read_record`; its ids are borrowed from the page's pickles)."""
+        if self.states[slot] is not _STORED:
+            return False
+        return _read_record(
+            <const unsigned char *>PyBytes_AS_STRING(self.pickles),
+            self.starts[slot],
+            self.starts[slot + 1],
+            record,
+        )
 
-    cdef object state(self, object key):
-        """``key``'s state (it stays where it is in the page)."""
-        return self._state(self.keys[key])
+    cdef Py_ssize_t pop(self, object key) except -1:
+        """Remove ``key``; return its slot (its state stays there, for :meth:`_state` and
+        :meth:`record`)."""
+        return self.keys.pop(key)
+
+    cdef Py_ssize_t slot(self, object key) except -1:
+        """``key``'s slot (it stays where it is in the page)."""
+        return self.keys[key]
 
     cdef put(self, object key, object state):
         """Set ``key``'s state: where the key is, or last if the page does not hold it."""
@@ -696,10 +956,10 @@ cdef class _Page:
             upto = PyLong_AsLongLongAndOverflow(watermark, &overflow)
         for key, slot in self.keys.items():
             state = self.states[slot]
-            if state is not _STORED or overflow:
+            if overflow or (state is not _STORED and type(state) is not _Run):
                 if self._state(slot)[WAKE] <= watermark:
                     ready.append(key)
-            elif self.wakes[slot] <= upto:
+            elif (self.wakes[slot] if state is _STORED else (<_Run>state).wake) <= upto:
                 ready.append(key)
         return ready
 
@@ -711,6 +971,8 @@ cdef class _Page:
             state = self.states[slot]
             if state is _STORED:
                 wake = PyLong_FromLongLong(self.wakes[slot])
+            elif type(state) is _Run:
+                wake = PyLong_FromLongLong((<_Run>state).wake)
             else:
                 wake = state[WAKE]
             if best is None or wake < best:
@@ -733,8 +995,17 @@ cdef class _Page:
         out.data = NULL
         out.size = out.room = 0
         try:
-            # Room for what is copied, and about what a new state takes.
-            _room(&out, 8 + (0 if stored == NULL else PyBytes_GET_SIZE(self.pickles)) + 64 * count)
+            # Room for what is copied, and about what a state to encode takes.
+            size = 8
+            for slot in self.keys.values():
+                state = self.states[slot]
+                if state is _STORED:
+                    size += self.starts[slot + 1] - self.starts[slot]
+                elif type(state) is _Run:
+                    size += PyBytes_GET_SIZE((<_Run>state).data)
+                else:
+                    size += 128
+            _room(&out, size)
             out.size = 0
             at = _room(&out, 2)
             at[0] = <char>_PROTO
@@ -749,6 +1020,9 @@ cdef class _Page:
                     start = self.starts[slot]
                     size = self.starts[slot + 1] - start
                     memcpy(_room(&out, size), stored + start, size)
+                elif type(state) is _Run:
+                    size = PyBytes_GET_SIZE((<_Run>state).data)
+                    memcpy(_room(&out, size), PyBytes_AS_STRING((<_Run>state).data), size)
                 else:
                     _dump_state(&out, state)
             if count > 3:
@@ -775,6 +1049,101 @@ def _load_states(bytes pickles, Py_ssize_t count):
         return None
     wakes = [page.wakes[slot] for slot in range(count)]
     return tuple([page._state(slot) for slot in range(count)]), wakes
+
+
+# What _record_visit returns where records cannot take a key's visit.
+cdef object _UNFIT = object()
+
+
+cdef object _record_visit(
+    IdleRule records, _Page page, Py_ssize_t slot, object arrived, double now, list emitted
+):
+    """The compiled rule's visit of a key as records (:meth:`IdleRule.visit_record`): its
+    state is ``page``'s at ``slot`` (no page: it has none), its new events ``arrived`` (a
+    list, or None). Returns the state to keep, a :class:`_Run` or None, its expiries at the
+    end of ``emitted`` (as the rule gives them); or _UNFIT, nothing emitted, if records do
+    not hold the state or the events, or cannot follow the rule on them."""
+    cdef Record record
+    cdef RecordEvent events[RECORD_EVENTS]
+    cdef Py_ssize_t count = 0
+    cdef int outcome
+    if not _read_arrived(arrived, events, &count):
+        return _UNFIT
+    if page is None:
+        record.tracked = False
+        record.last_seen = 0.0
+        record.fired = record.applied = record.count = record.wake = 0
+    elif not page.record(slot, &record):
+        return _UNFIT
+    outcome = records.visit_record(&record, events, count, now, emitted)
+    if outcome == RECORD_UNFIT:
+        return _UNFIT
+    return None if outcome == RECORD_GONE else _Run.of(&record)
+
+
+cdef object _visit_key(
+    object visit_stored,
+    IdleRule records,
+    object key,
+    _Page page,
+    Py_ssize_t slot,
+    object arrived,
+    object watermark,
+    double now,
+    list expiries,
+    list emitted,
+):
+    """Visit one key: its state is ``page``'s at ``slot`` (no page: it has none), its new
+    events ``arrived`` (a list, or None). Its expiries go to the end of ``expiries``, as rows;
+    returns the state to keep: None, a StoredKey, or a :class:`_Run`. With the compiled rule
+    (``records``), as records where they hold the key (:func:`_record_visit`, its expiries
+    through ``emitted``, left empty); else by ``visit_stored``, the rule's, on the objects."""
+    cdef object stored, after, expiry
+    cdef list found
+    if records is not None:
+        after = _record_visit(records, page, slot, arrived, now, emitted)
+        if after is not _UNFIT:
+            for expiry in emitted:
+                expiries.append((key, *expiry))
+            del emitted[:]
+            return after
+    stored = None if page is None else page._state(slot)
+    after, found = visit_stored(stored, [] if arrived is None else arrived, watermark)
+    if found:
+        for expiry in found:
+            expiries.append((key, *expiry))
+    return after
+
+
+cdef inline object _wake_of(object state):
+    """The wake-up (ms) of a state to keep (a StoredKey or a :class:`_Run`)."""
+    if type(state) is _Run:
+        return PyLong_FromLongLong((<_Run>state).wake)
+    return state[WAKE]
+
+
+def _visit_as_record(IdleRule rule, stored, arrived, watermark):
+    """``rule.visit_stored(stored, arrived, watermark)`` as the visit makes it on records,
+    ``stored`` read from its bytes in a page: the same pair, or None where records do not take
+    this visit (the visit then asks visit_stored). For the tests."""
+    cdef _Page page = None
+    cdef list emitted = []
+    cdef object after
+    if stored is not None:
+        page = _Page.__new__(_Page)
+        if not page._find(pickled_states((stored,)), 0, 1):
+            return None
+        page.keys = {None: 0}
+    after = _record_visit(
+        rule, page, 0, arrived, PyFloat_AsDouble(watermark) / 1000.0, emitted
+    )
+    if after is _UNFIT:
+        return None
+    if after is not None:
+        page = _Page.empty()
+        page.put(None, after)
+        after = page._state(0)
+    return after, emitted
 
 
 def add_events(arrived, names, ts, ranks, event_ids):
@@ -821,8 +1190,12 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
     cdef set opened
     cdef list due, expiries = [], placed, from_map
     cdef tuple found_keys, entry
-    cdef object timer, pace, page, key, home_page, stored, after, emitted, expiry, slot
+    cdef object timer, pace, page, key, home_page, after, slot
     cdef object visit_stored = rule.visit_stored
+    # The compiled rule visits the keys it can as C records (_visit_key).
+    cdef IdleRule records = rule if type(rule) is IdleRule else None
+    cdef double now = PyFloat_AsDouble(watermark) / 1000.0
+    cdef list emitted = []
     if shard is None:
         wakes = {}
         inline = {}
@@ -864,16 +1237,24 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
         incoming = {}
         for key, home_page in visiting.items():
             if home_page is None:
-                stored = None
+                keys = None
             else:
-                stored = (<_Page>pages[home_page]).take(key)
+                keys = <_Page>pages[home_page]
                 changed.add(home_page)
-            after, emitted = visit_stored(stored, events.get(key, []), watermark)
-            if emitted:
-                for expiry in emitted:
-                    expiries.append((key, *expiry))
+            after = _visit_key(
+                visit_stored,
+                records,
+                key,
+                keys,
+                0 if keys is None else keys.pop(key),
+                events.get(key),
+                watermark,
+                now,
+                expiries,
+                emitted,
+            )
             if after is not None:
-                slot = after[WAKE] // width
+                slot = _wake_of(after) // width
                 placed.append((key, home_page, after, slot))
                 incoming[slot] = incoming.get(slot, 0) + 1
         for entry in placed:
@@ -905,10 +1286,18 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
             if keys is None:
                 keys = pages[page] = _Page.empty()
             for key in keys.due(watermark):
-                after, emitted = visit_stored(keys.state(key), [], watermark)
-                if emitted:
-                    for expiry in emitted:
-                        expiries.append((key, *expiry))
+                after = _visit_key(
+                    visit_stored,
+                    records,
+                    key,
+                    keys,
+                    keys.slot(key),
+                    None,
+                    watermark,
+                    now,
+                    expiries,
+                    emitted,
+                )
                 if after is None:
                     keys.remove(key)
                 else:

@@ -27,8 +27,9 @@ pytestmark = pytest.mark.spark
 
 try:
     compiled: Any = _impl.edge_twin("rule", "compiled")
+    compiled_visit: Any = _impl.edge_twin("visit", "compiled")
 except RuntimeError:  # not built, or AIOWHEEL_NO_EXTENSIONS
-    compiled = None
+    compiled = compiled_visit = None
 needs_compiled = pytest.mark.skipif(compiled is None, reason="the compiled twin is not built")
 
 Event = tuple[float, int, "str | None"]
@@ -124,6 +125,113 @@ def test_the_twins_agree_where_the_double_arithmetic_runs_out() -> None:
         visit_both(both(timeouts, tick, 0.0), None, arrived, watermark)
     for t in (0.0, -0.0, 0.0015, -2.5, 1e15, 9.1e12, 1e300, -1e300, math.inf, -math.inf, math.nan):
         assert outcome(lambda t=t: compiled.wake_ms(t)) == outcome(lambda t=t: pure.wake_ms(t))
+
+
+# The compiled visit's records: the compiled rule's visit on C values, a key's state read from
+# its bytes in a page and written back as bytes (IdleRule.visit_record, through
+# aiowheel.spark._cvisit). They must give the pure twin's outcome, or decline the visit (None),
+# which the visit then hands to visit_stored.
+
+
+def visit_as_record(
+    rules: tuple[pure.IdleRule, Any], stored: Any, arrived: list[Event], watermark: int
+) -> tuple[str, str]:
+    """The pure twin's outcome of one visit, and the records' (or "declined")."""
+    pure_rule, compiled_rule = rules
+    expected = outcome(lambda: pure_rule.visit_stored(_copy(stored), list(arrived), watermark))
+    got = outcome(
+        lambda: compiled_visit._visit_as_record(compiled_rule, stored, list(arrived), watermark)
+    )
+    return expected, "declined" if got == "returned None" else got
+
+
+@needs_compiled
+@settings(max_examples=400, deadline=None)
+@given(
+    timeouts=st.lists(st.sampled_from([0.5, 3.0, 5.0, 8.0, 30.0]), min_size=1, unique=True).map(
+        sorted
+    ),
+    tick=st.sampled_from([1.0, 0.5, 0.25, 0.001, 0.1, 3.0]),
+    delay=st.sampled_from([0.0, 1.0, 2.5, 10.0]),
+    visits=st.lists(
+        st.tuples(st.lists(events, max_size=6), st.integers(-10_000, 500_000)),
+        min_size=1,
+        max_size=8,
+    ),
+)
+def test_records_visit_a_key_as_the_rule_does(
+    timeouts: list[float],
+    tick: float,
+    delay: float,
+    visits: list[tuple[list[Event], int]],
+) -> None:
+    """A key's visits in a row, as in test_the_twins_visit_alike: records take every one whose
+    events fit (RECORD_EVENTS, 16, kept and new together), with the pure twin's outcome."""
+    rules = both(timeouts, tick, delay)
+    stored: Any = None
+    for arrived, watermark in visits:
+        expected, got = visit_as_record(rules, stored, arrived, watermark)
+        held = 0 if stored is None else len(stored[3])
+        if held + len(arrived) > 16:
+            assert got in ("declined", expected)
+        else:
+            assert got == expected
+        stored, _ = rules[0].visit_stored(_copy(stored), list(arrived), watermark)
+
+
+odd_events = st.tuples(
+    st.one_of(
+        st.floats(),  # NaN and the infinities too
+        st.integers(-5, 5),  # an int ts: the object rule's
+        st.just(-0.0),
+    ),
+    st.one_of(st.sampled_from(sorted(KIND_RANK.values())), st.integers(-(2**70), 2**70)),
+    st.one_of(st.none(), st.sampled_from(["a", "é", "\ud800", "a" * 300]), st.integers(0, 2)),
+)
+
+
+@st.composite
+def odd_states(draw: st.DrawFn, timeouts: int) -> Any:
+    """A state as a page may hold it, mostly one the rule could have left (``fired`` within
+    the timeouts, ``applied`` within the events), sometimes not."""
+    if draw(st.integers(0, 5)) == 0:
+        return None
+    recent = draw(st.lists(events | odd_events, max_size=18))
+    near = st.integers(-1, len(recent) + 1)
+    return (
+        draw(st.one_of(st.none(), st.floats(), st.integers(-5, 5))),
+        draw(st.integers(-1, timeouts + 1) | st.integers(-(2**70), 2**70)),
+        draw(near | st.integers(-3, 20)),
+        recent,
+        draw(st.integers(-(2**63), 2**63 - 1) | st.integers(-(2**70), 2**70)),
+    )
+
+
+@needs_compiled
+@settings(max_examples=600, deadline=None)
+@given(
+    rule=st.tuples(
+        st.lists(st.sampled_from([0.5, 3.0, 30.0]), max_size=3, unique=True).map(sorted),
+        st.sampled_from([1.0, 0.001, 1e-9]),
+        st.sampled_from([0.0, 10.0]),
+    ),
+    data=st.data(),
+    arrived=st.lists(events | odd_events, max_size=18),
+    watermark=st.integers(-10_000, 500_000) | st.sampled_from([2**62, -(2**62)]),
+)
+def test_records_decline_what_they_cannot_follow(
+    rule: tuple[list[float], float, float],
+    data: st.DataObject,
+    arrived: list[Any],
+    watermark: int,
+) -> None:
+    """Any state, any events, even off contract (NaN, int ts, ranks and ints beyond int64,
+    surrogates, ids that are not strs, ``fired`` or ``applied`` out of range, no timeouts):
+    records give the pure twin's outcome, its error included, or decline the visit."""
+    timeouts, tick, delay = rule
+    stored = data.draw(odd_states(len(timeouts)))
+    expected, got = visit_as_record(both(timeouts, tick, delay), stored, arrived, watermark)
+    assert got in ("declined", expected)
 
 
 @needs_compiled
