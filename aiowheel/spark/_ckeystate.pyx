@@ -537,7 +537,9 @@ cdef inline bint _same_id(const RecordEvent *a, const RecordEvent *b) noexcept:
     return a.id_size == b.id_size and memcmp(a.id, b.id, a.id_size) == 0
 
 
-cdef inline bint _has_id(const RecordEvent *events, Py_ssize_t count, const RecordEvent *event) noexcept:
+cdef inline bint _has_id(
+    const RecordEvent *events, Py_ssize_t count, const RecordEvent *event
+) noexcept:
     """True if one of ``events[:count]`` has ``event``'s id (not None)."""
     cdef Py_ssize_t i
     for i in range(count):

@@ -42,7 +42,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int64_t, uint64_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy
 
 from aiowheel._ccpython cimport AW_CPYTHON_FALLBACK
 from aiowheel.spark._ckeystate cimport (
@@ -167,6 +167,14 @@ cdef inline bint _int_at(
     return True
 
 
+cdef inline Py_ssize_t _text_size(const unsigned char *data, Py_ssize_t at) noexcept:
+    """The size of the BINUNICODE at ``at``."""
+    return (
+        <Py_ssize_t>data[at + 1] | (<Py_ssize_t>data[at + 2] << 8)
+        | (<Py_ssize_t>data[at + 3] << 16) | (<Py_ssize_t>data[at + 4] << 24)
+    )
+
+
 cdef Py_ssize_t _skip_state(
     const unsigned char *data, Py_ssize_t at, Py_ssize_t end, int64_t *wake
 ):
@@ -204,10 +212,7 @@ cdef Py_ssize_t _skip_state(
         elif op == _BINUNICODE:
             if at + 5 > end:
                 return -1
-            size = (
-                <Py_ssize_t>data[at + 1] | (<Py_ssize_t>data[at + 2] << 8)
-                | (<Py_ssize_t>data[at + 3] << 16) | (<Py_ssize_t>data[at + 4] << 24)
-            )
+            size = _text_size(data, at)
             if at + 5 + size > end:
                 return -1
             at += 5 + size
@@ -296,10 +301,7 @@ cdef object _atom(const unsigned char *data, Py_ssize_t *at, Py_ssize_t end, bin
         at[0] = start + 1
         return None
     if op == _BINUNICODE and start + 5 <= end:
-        size = (
-            <Py_ssize_t>data[start + 1] | (<Py_ssize_t>data[start + 2] << 8)
-            | (<Py_ssize_t>data[start + 3] << 16) | (<Py_ssize_t>data[start + 4] << 24)
-        )
+        size = _text_size(data, start)
         if start + 5 + size <= end:
             at[0] = start + 5 + size
             return PyUnicode_DecodeUTF8(<const char *>data + start + 5, size, "surrogatepass")
@@ -436,14 +438,6 @@ cdef object _load_state(const unsigned char *data, Py_ssize_t at, Py_ssize_t end
     if at != end or len(stack) != 1:
         raise ValueError("a page's state is not as its page's scan found it")
     return stack[0]
-
-
-cdef inline Py_ssize_t _text_size(const unsigned char *data, Py_ssize_t at) noexcept:
-    """The size of the BINUNICODE at ``at``."""
-    return (
-        <Py_ssize_t>data[at + 1] | (<Py_ssize_t>data[at + 2] << 8)
-        | (<Py_ssize_t>data[at + 3] << 16) | (<Py_ssize_t>data[at + 4] << 24)
-    )
 
 
 cdef bint _read_event(
