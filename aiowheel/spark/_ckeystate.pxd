@@ -57,9 +57,6 @@ cdef class IdleRule:
         double now,
         list expiries,
     ) except -1
-    cdef long long _expire_record(
-        self, double seen_at, long long fired, double at, list out
-    ) except? -1
     cdef double _deadline(self, double last_seen, Py_ssize_t fired) except? -1.0
     cdef Py_ssize_t _expire(
         self, object last_seen, double seen_at, Py_ssize_t fired, double at, list out

@@ -279,12 +279,15 @@ cdef class IdleRule:
         self, object last_seen, double seen_at, Py_ssize_t fired, double at, list out
     ) except -1:
         """Emit the expiries of the period started at ``last_seen`` with a deadline <= ``at``;
-        return the new ``fired``."""
+        return the new ``fired``. ``last_seen`` is the ts object of the period's touch, or
+        None for a float of ``seen_at``, made if an expiry needs it (a record's)."""
         cdef double expired_at
         while fired < self._count:
             expired_at = self._deadline(seen_at, fired)
             if expired_at > at:
                 break
+            if last_seen is None:
+                last_seen = seen_at
             out.append((self.timeouts[fired], expired_at, last_seen))
             fired += 1
         return fired
@@ -417,7 +420,7 @@ cdef class IdleRule:
                     kept[n_kept] = event
                     n_kept += 1
                 if tracked:
-                    fired = self._expire_record(seen_at, fired, event.ts, expiries)
+                    fired = self._expire(None, seen_at, fired, event.ts, expiries)
                 if event.rank == _CLOSE_RANK:
                     tracked = False
                 else:
@@ -425,7 +428,7 @@ cdef class IdleRule:
             n_pending -= split
             memmove(pending, pending + split, n_pending * sizeof(RecordEvent))
         if tracked:
-            fired = self._expire_record(seen_at, fired, now, expiries)
+            fired = self._expire(None, seen_at, fired, now, expiries)
             if fired == self._count:
                 tracked = False
         if n_kept:
@@ -514,22 +517,6 @@ cdef class IdleRule:
         record.count = n_kept + n_pending
         record.wake = <long long>m
         return RECORD_KEPT
-
-    cdef long long _expire_record(
-        self, double seen_at, long long fired, double at, list out
-    ) except? -1:
-        """:meth:`_expire` for a record: ``last_seen`` is a float made of ``seen_at``."""
-        cdef double expired_at
-        cdef object last_seen = None
-        while fired < self._count:
-            expired_at = self._deadline(seen_at, fired)
-            if expired_at > at:
-                break
-            if last_seen is None:
-                last_seen = seen_at
-            out.append((self.timeouts[fired], expired_at, last_seen))
-            fired += 1
-        return fired
 
 
 cdef inline bint _same_id(const RecordEvent *a, const RecordEvent *b) noexcept:

@@ -989,17 +989,8 @@ cdef class _Page:
         out.data = NULL
         out.size = out.room = 0
         try:
-            # Room for what is copied, and about what a state to encode takes.
-            size = 8
-            for slot in self.keys.values():
-                state = self.states[slot]
-                if state is _STORED:
-                    size += self.starts[slot + 1] - self.starts[slot]
-                elif type(state) is _Run:
-                    size += PyBytes_GET_SIZE((<_Run>state).data)
-                else:
-                    size += 128
-            _room(&out, size)
+            # Room for what is copied, and about what a new state takes.
+            _room(&out, 8 + (0 if stored == NULL else PyBytes_GET_SIZE(self.pickles)) + 64 * count)
             out.size = 0
             at = _room(&out, 2)
             at[0] = <char>_PROTO
@@ -1123,20 +1114,17 @@ def _visit_as_record(IdleRule rule, stored, arrived, watermark):
     cdef _Page page = None
     cdef list emitted = []
     cdef object after
+    cdef bytes data
     if stored is not None:
         page = _Page.__new__(_Page)
         if not page._find(pickled_states((stored,)), 0, 1):
             return None
-        page.keys = {None: 0}
-    after = _record_visit(
-        rule, page, 0, arrived, PyFloat_AsDouble(watermark) / 1000.0, emitted
-    )
+    after = _record_visit(rule, page, 0, arrived, PyFloat_AsDouble(watermark) / 1000.0, emitted)
     if after is _UNFIT:
         return None
     if after is not None:
-        page = _Page.empty()
-        page.put(None, after)
-        after = page._state(0)
+        data = (<_Run>after).data
+        after = _load_state(<const unsigned char *>PyBytes_AS_STRING(data), 0, len(data))
     return after, emitted
 
 
