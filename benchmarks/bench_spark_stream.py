@@ -48,6 +48,12 @@ machine's load, and writes ``spark_stream.json``, ``.md`` and ``.png`` to ``--ou
 benchmarks/results). Numbers only: this never fails on speed. Each stream's output is checked
 against replay's.
 
+The figures are those of the aiowheel this process imports, and Spark's Python workers must
+import the same: a worker's path starts with its working directory (the driver's, on a local
+master), so the benchmark stops at once, naming both, when they differ. To measure another
+checkout (an earlier commit in a ``git worktree``), run it from there, with that checkout on
+``PYTHONPATH``.
+
     python benchmarks/bench_spark_stream.py                      # 3M events, local[2]
     python benchmarks/bench_spark_stream.py --quick              # 300k events, small sizes
     python benchmarks/bench_spark_stream.py --partitions 2,4 --held 100000,1000000
@@ -591,6 +597,30 @@ def held_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def aiowheel_here() -> str:
+    """Where this process imports aiowheel from, and which twin of the shard's visit it runs."""
+    import aiowheel
+    from aiowheel import _impl
+
+    compiled = _impl.edge_twin("visit").__name__.endswith("_cvisit")
+    folder = os.path.dirname(os.path.dirname(os.path.abspath(aiowheel.__file__)))
+    return f"{folder} ({'compiled' if compiled else 'pure'} visit)"
+
+
+def workers_aiowheel(spark: SparkSession) -> str:
+    """:func:`aiowheel_here` in one of Spark's Python workers.
+
+    A worker's path starts with its working directory (the driver's, on a local master), then
+    ``PYTHONPATH``: run from another checkout, the workers would import that checkout's aiowheel,
+    not the one this process measures."""
+    if __name__ != "__main__":  # imported: the workers cannot import this module by name
+        from pyspark import cloudpickle
+
+        cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
+    found: str = spark.sparkContext.parallelize([0], 1).map(lambda _: aiowheel_here()).first()
+    return found
+
+
 def markdown(results: dict[str, Any]) -> str:
     parts = [
         f"# The stream next to Spark's floor: {results['events']:,} events, {results['master']}",
@@ -599,7 +629,12 @@ def markdown(results: dict[str, Any]) -> str:
         f"{results['rounds']} interleaved round(s) per partition count; "
         f"{results['load_before']} before, {results['load_after']} after. "
         f"Stream output equal to replay's in every run checked: "
-        f"{'not checked' if not results['events'] else 'yes' if results['agrees'] else 'NO'}.",
+        f"{'not checked' if not results['events'] else 'yes' if results['agrees'] else 'NO'}."
+        + (
+            f" aiowheel: {results['aiowheel']}, in this process and Spark's workers."
+            if results.get("aiowheel")
+            else ""
+        ),
         "",
         summary(results),
     ]
@@ -710,6 +745,14 @@ def main(argv: list[str] | None = None) -> int:
     from aiowheel.spark import generate, replay, spark_session
 
     spark = spark_session(args.master, shuffle_partitions=args.partitions[0])
+    here, there = aiowheel_here(), workers_aiowheel(spark)
+    if here != there:
+        spark.stop()
+        raise SystemExit(
+            f"Spark's Python workers import aiowheel from {there}, this process from {here}: "
+            "the figures would not be this process's code. A worker's path starts with its "
+            "working directory: run the benchmark from the checkout it measures."
+        )
     results: dict[str, Any] = {
         "master": args.master,
         "small": args.small,
@@ -721,6 +764,7 @@ def main(argv: list[str] | None = None) -> int:
         "held": {},
         "files_log": None,
         "agrees": True,
+        "aiowheel": here,
     }
     with tempfile.TemporaryDirectory(prefix="aiowheel-bench-stream-") as tmp:
         results["events"] = events = 0

@@ -74,6 +74,7 @@ def test_the_stream_table_has_each_query_over_the_floor_and_the_log_in_files(
         "load_before": "before",
         "load_after": "after",
         "agrees": True,
+        "aiowheel": "/src (compiled visit)",
         "partitions": {"2": [_round(1.4, 1.1, 2_000.0), _round(1.6, 1.3, 4_000.0)]},
         "held": {},
         "files_log": {
@@ -103,6 +104,8 @@ def test_the_stream_table_has_each_query_over_the_floor_and_the_log_in_files(
     assert "| 2 | large | calls | 5 | 2 | 50 | 100 |" in lines
     assert "## A log in 3 files, one per micro-batch" in lines
     assert row("| 1,000 | 400, 350, 250 |").endswith("| 0.25 (0.20-0.30) | >= 0.25 | yes |")
+    # Which aiowheel the figures are of (the benchmark stops when the workers' is another).
+    assert "aiowheel: /src (compiled visit), in this process and Spark's workers." in text
 
 
 def test_the_shard_table_has_each_part_for_both_implementations_and_their_ratio(
