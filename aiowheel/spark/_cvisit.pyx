@@ -37,7 +37,7 @@ either way (tests/spark/test_keystate.py and the twins' test in tests/spark/test
 
 from cpython.exc cimport PyErr_Clear
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.long cimport PyLong_CheckExact, PyLong_FromLongLong
+from cpython.long cimport PyLong_CheckExact, PyLong_FromLongLong, PyLong_FromSsize_t
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
@@ -929,9 +929,9 @@ cdef class _Page:
 
     cdef put(self, object key, object state):
         """Set ``key``'s state: where the key is, or last if the page does not hold it."""
-        cdef object slot = self.keys.get(key)
-        if slot is None:
-            self.keys[key] = len(self.states)
+        cdef object last = PyLong_FromSsize_t(len(self.states))
+        cdef object slot = self.keys.setdefault(key, last)
+        if slot is last:
             self.states.append(state)
         else:
             self.states[<Py_ssize_t>slot] = state
@@ -1165,7 +1165,7 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
     input: O(keys held) to find them (their names only), O(keys) of the pages it changes, plus
     a visit per key with events or due.
     """
-    cdef dict wakes, inline, held, home, visiting, pages, incoming, rows
+    cdef dict wakes, inline, held, visiting, pages, incoming, rows
     cdef _Page keys
     cdef dict events = arrived if type(arrived) is dict else dict(arrived)
     cdef set changed = set()
@@ -1178,6 +1178,12 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
     cdef IdleRule records = rule if type(rule) is IdleRule else None
     cdef double now = PyFloat_AsDouble(watermark) / 1000.0
     cdef list emitted = []
+    # The slots of new wake-ups (see the placing below).
+    cdef int64_t width_c = 0, slot_c = 0, run_c = 0
+    cdef int overflow = 1
+    cdef bint in_c = False, run_in_c = False
+    cdef object run_slot = None
+    cdef Py_ssize_t run = 0
     if shard is None:
         wakes = {}
         inline = {}
@@ -1194,35 +1200,38 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
         held = {page: StoredPage(row) for page, row in read(None).items()} if mapped else {}
         for page, value in inline.items():
             held[page] = StoredPage((value,))
-        # Where each key with events lives (the others' pages do not matter).
-        home = {}
+        # Each key with events, in their order, with the page it lives in (None: a new key;
+        # the others' pages do not matter). dict.fromkeys copies a dict's keys and hashes.
+        visiting = dict.fromkeys(events)
         for page, found in held.items():
             found_keys = found.keys
             for key in found_keys:
-                if key in events:
-                    home[key] = page
-        visiting = {}
+                if key in visiting:
+                    visiting[key] = page
         opened = set()
-        for key in events:
-            home_page = home.get(key)
-            visiting[key] = home_page
+        for home_page in visiting.values():
             if home_page is not None:
                 opened.add(home_page)
         # The states of the pages this visit changes: those of the keys with events, and the
         # due ones.
         pages = {page: _Page.read(held[page]) for page in opened.union(due)}
+        # Every page a visited key lives in changes: the opened ones, and the due ones with
+        # a due key (added here, once each, not once per key).
+        changed.update(opened)
         for page in due:
             for key in (<_Page>pages[page]).due(watermark):
                 if key not in visiting:
                     visiting[key] = page
+                    changed.add(page)
         placed = []
         incoming = {}
+        if PyLong_CheckExact(width):
+            width_c = PyLong_AsLongLongAndOverflow(width, &overflow)
         for key, home_page in visiting.items():
             if home_page is None:
                 keys = None
             else:
                 keys = <_Page>pages[home_page]
-                changed.add(home_page)
             after = _visit_key(
                 visit_stored,
                 records,
@@ -1236,9 +1245,27 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
                 emitted,
             )
             if after is not None:
-                slot = _wake_of(after) // width
+                if type(after) is _Run and not overflow and width_c > 0:
+                    # The slot in C (// rounds down, as Python's); consecutive keys mostly
+                    # share it, and its int.
+                    slot_c = (<_Run>after).wake // width_c
+                    slot = run_slot if run_in_c and slot_c == run_c else PyLong_FromLongLong(slot_c)
+                    in_c = True
+                else:
+                    slot = _wake_of(after) // width
+                    in_c = False
                 placed.append((key, home_page, after, slot))
-                incoming[slot] = incoming.get(slot, 0) + 1
+                # incoming counts the keys placed per slot, a run of the same slot at a time.
+                if slot is not run_slot:
+                    if run:
+                        incoming[run_slot] = incoming.get(run_slot, 0) + run
+                    run_slot = slot
+                    run_in_c = in_c
+                    run_c = slot_c
+                    run = 0
+                run += 1
+        if run:
+            incoming[run_slot] = incoming.get(run_slot, 0) + run
         for entry in placed:
             key, home_page, after, slot = entry
             if (
