@@ -338,7 +338,9 @@ def write_back(
     visit before), else it moves to that wake-up. O(keys of the changed pages).
     """
     written: dict[int, PageRow | None] = {}
-    for page in changed:
+    # In page order: a set's order depends on how it was filled, and the index's bytes must
+    # not (the twins write the same bytes).
+    for page in sorted(changed):
         keys = pages.get(page)
         if keys is not None and len(keys):
             wakes[page] = earliest(keys)

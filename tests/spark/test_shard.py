@@ -700,6 +700,51 @@ def test_the_compiled_visit_stores_and_emits_what_the_pure_one_does(
         assert compiled.pages == pure.pages
 
 
+@needs_compiled
+def test_the_compiled_visit_places_keys_of_records_and_of_objects_alike() -> None:
+    # Keys the records take beside keys they do not (more events than a record holds: their
+    # states come back as objects), interleaved, their wake-ups over several pages: the compiled
+    # visit counts the keys each page receives across both kinds (which decides whether a key
+    # moves, see MOVE_SHARE), and stores and emits what the pure one does, byte for byte.
+    batches: list[list[Event]] = []
+    for step in range(4):
+        batch: list[Event] = []
+        for number in range(60):
+            key = f"k{number}"
+            if number % 3 == 0 and step % 2 == 0:
+                batch += [
+                    (key, step * 10.0 + i / 8, "data", f"{key}-{step}-{i}") for i in range(20)
+                ]
+            elif (number + step) % 4:
+                batch.append((key, step * 10.0 + number / 7, "data", f"{key}-{step}"))
+        batches.append(sorted(batch, key=lambda event: event[1]))
+    models = [
+        Model(make_rule([8.0, 30.0], 0.001, 2.0), 2, _impl.edge_twin("visit", name))
+        for name in _impl.IMPLEMENTATIONS
+    ]
+    compiled, pure = models
+    most = 0  # the most events a stored state held: over 16, records did not hold it
+    for batch in [*batches, [], []]:
+        for model in models:
+            model.batch(batch)
+        assert compiled.emitted == pure.emitted
+        assert compiled.stored == pure.stored
+        assert compiled.pages == pure.pages
+        for number, row in pure.stored.items():
+            held = shard.load(row, 2)
+            assert held is not None
+            rows = [(value,) for value in held.inline.values()]
+            for state in _states_of([*rows, *pure.pages[number].values()]):
+                most = max(most, len(state[3]))
+    assert most > 16
+    assert pure.emitted
+
+
+def _states_of(rows: list[shard.PageRow]) -> list[Any]:
+    """The states of the pages stored as ``rows``."""
+    return [state for row in rows for state in shard.load_page(row).values()]
+
+
 # The compiled visit's own encoding of a page's states: pickle's bytes, found and decoded state
 # by state (aiowheel.spark._cvisit).
 
