@@ -147,7 +147,10 @@ def _collector_paused() -> Iterator[None]:
     still counts towards the collector's next pass, which walks every tracked object of the
     Python worker (PySpark's, pandas' and the pages just decoded): left on, the collector took
     about 30 % of a visit in the benchmark's replay of a shard (docs/spark.md). The handlers
-    return their output eagerly, so nothing they allocate outlives the block uncounted.
+    return their output eagerly, and free the events they grouped before the block ends: the
+    objects a block leaves alive count towards the collector's next pass, which the first
+    allocation after it then starts, and which would walk every event of the visit (one
+    tuple each) just before they go.
     """
     if not gc.isenabled():
         yield
@@ -254,7 +257,9 @@ class _IdleExpiryProcessor(_ShardVisits):
             # By position, unpacked as a tuple (a Row's own indexing is Python code).
             for name, ts, rank, event_id, _event_time, _group in rows:
                 arrived[name].append((ts, rank, event_id))
-            return _rows(self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None))
+            expiries = self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None)
+            del arrived  # freed with the collector off: see _collector_paused
+            return _rows(expiries)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
@@ -284,7 +289,9 @@ class _IdleExpiryPandasProcessor(_ShardVisits):
                     frame["rank"].tolist(),
                     frame["event_id"].tolist(),
                 )
-            return _frames(self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None))
+            expiries = self._visit(arrived, timerValues.getCurrentWatermarkInMs(), None)
+            del arrived  # freed with the collector off: see _collector_paused
+            return _frames(expiries)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo

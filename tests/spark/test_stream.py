@@ -477,6 +477,40 @@ def test_a_visit_runs_with_the_cyclic_collector_paused_and_leaves_it_as_it_was(
     assert calls and all(on is False for _, on in calls), calls
 
 
+@pytest.mark.parametrize("api", ["pandas", "row"])
+def test_a_visit_frees_its_events_before_the_collector_comes_back(api: Api) -> None:
+    """The events a visit groups are freed inside the paused block. Alive when the collector
+    comes back on, they would be the young objects its next pass walks (the first allocation
+    after the block starts one: the block's allocations counted towards it), one by one, just
+    before they go (see stream._collector_paused). A pass that starts during the handler finds
+    few young objects, not the visit's thousands of events."""
+    from aiowheel.spark.stream import _IdleExpiryPandasProcessor, _IdleExpiryProcessor
+
+    kind = _IdleExpiryPandasProcessor if api == "pandas" else _IdleExpiryProcessor
+    processor = kind([30.0], 0.001, 10.0, 1)
+    processor.init(_Recorded([]))  # type: ignore[arg-type]
+    events = [(f"k{i % 3000}", i / 1000, 1, f"e{i}") for i in range(6000)]
+    if api == "pandas":
+        rows: Any = [pd.DataFrame(events, columns=["key", "ts", "rank", "event_id"])]
+    else:
+        rows = [(*event, None, 0) for event in events]
+    young: list[int] = []  # the objects of generation 0 at the start of each pass
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            young.append(len(gc.get_objects(0)))
+
+    assert gc.isenabled()
+    gc.collect()
+    gc.callbacks.append(count)
+    try:
+        out = processor.handleInputRows(("0",), iter(rows), _At(EVENT_TIME_SHIFT * 1000))  # type: ignore[arg-type]
+    finally:
+        gc.callbacks.remove(count)
+    assert list(out) == []
+    assert all(found < 500 for found in young), young
+
+
 def test_the_collector_comes_back_on_after_a_visit_that_raises() -> None:
     from aiowheel.spark.stream import _collector_paused
 
