@@ -1249,7 +1249,10 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
                     # The slot in C (// rounds down, as Python's); consecutive keys mostly
                     # share it, and its int.
                     slot_c = (<_Run>after).wake // width_c
-                    slot = run_slot if run_in_c and slot_c == run_c else PyLong_FromLongLong(slot_c)
+                    if run_in_c and slot_c == run_c:
+                        slot = run_slot
+                    else:
+                        slot = PyLong_FromLongLong(slot_c)
                     in_c = True
                 else:
                     slot = _wake_of(after) // width
