@@ -683,21 +683,32 @@ def test_the_compiled_visit_stores_and_emits_what_the_pure_one_does(
     # Step by step, with the same rule (the implementation under test's): the same expiries in
     # the same order, the same index rows and page entries, byte for byte.
     arrivals, tick, timeouts, delay = case
-    models = [
+    compiled, pure = _twins(timeouts, tick, delay, shards)
+    for batch in [*arrivals, [], []]:
+        _batch_alike(compiled, pure, batch)
+
+
+def _twins(timeouts: list[float], tick: float, delay: float, shards: int) -> tuple[Model, Model]:
+    """The compiled visit and the pure one, each in a Model with the rule under test."""
+    compiled, pure = (
         Model(make_rule(timeouts, tick, delay), shards, _impl.edge_twin("visit", name))
         for name in _impl.IMPLEMENTATIONS
-    ]
-    assert [model.twin.__name__ for model in models] == [
+    )
+    assert (compiled.twin.__name__, pure.twin.__name__) == (
         "aiowheel.spark._cvisit",
         "aiowheel.spark._visit",
-    ]
-    compiled, pure = models
-    for batch in [*arrivals, [], []]:
-        for model in models:
-            model.batch(batch)
-        assert compiled.emitted == pure.emitted
-        assert compiled.stored == pure.stored
-        assert compiled.pages == pure.pages
+    )
+    return compiled, pure
+
+
+def _batch_alike(compiled: Model, pure: Model, batch: list[Event]) -> None:
+    """One batch through both twins: the same expiries in the same order, the same index rows
+    and page entries, byte for byte."""
+    for model in (compiled, pure):
+        model.batch(batch)
+    assert compiled.emitted == pure.emitted
+    assert compiled.stored == pure.stored
+    assert compiled.pages == pure.pages
 
 
 @needs_compiled
@@ -718,18 +729,10 @@ def test_the_compiled_visit_places_keys_of_records_and_of_objects_alike() -> Non
             elif (number + step) % 4:
                 batch.append((key, step * 10.0 + number / 7, "data", f"{key}-{step}"))
         batches.append(sorted(batch, key=lambda event: event[1]))
-    models = [
-        Model(make_rule([8.0, 30.0], 0.001, 2.0), 2, _impl.edge_twin("visit", name))
-        for name in _impl.IMPLEMENTATIONS
-    ]
-    compiled, pure = models
+    compiled, pure = _twins([8.0, 30.0], 0.001, 2.0, 2)
     most = 0  # the most events a stored state held: over 16, records did not hold it
     for batch in [*batches, [], []]:
-        for model in models:
-            model.batch(batch)
-        assert compiled.emitted == pure.emitted
-        assert compiled.stored == pure.stored
-        assert compiled.pages == pure.pages
+        _batch_alike(compiled, pure, batch)
         for number, row in pure.stored.items():
             held = shard.load(row, 2)
             assert held is not None
