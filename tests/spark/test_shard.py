@@ -175,14 +175,18 @@ class Model:
             row = (index.inline[page],)
         return shard.load_page(row)
 
-    def keys(self) -> set[str]:
-        """Every key with state, in the map state or in the index."""
+    def rows(self) -> list[shard.PageRow]:
+        """Every page's row, in the map state or in the index."""
         rows = [row for pages in self.pages.values() for row in pages.values()]
         for stored in self.stored.values():
             index = shard.load(stored, self.shards)
             assert index is not None
             rows += [(value,) for value in index.inline.values()]
-        return {key for row in rows for key in shard.load_page(row)}
+        return rows
+
+    def keys(self) -> set[str]:
+        """Every key with state, in the map state or in the index."""
+        return {key for row in self.rows() for key in shard.load_page(row)}
 
     def idle(self) -> None:
         """A batch without data: the watermark catches up with the last events."""
@@ -733,19 +737,10 @@ def test_the_compiled_visit_places_keys_of_records_and_of_objects_alike() -> Non
     most = 0  # the most events a stored state held: over 16, records did not hold it
     for batch in [*batches, [], []]:
         _batch_alike(compiled, pure, batch)
-        for number, row in pure.stored.items():
-            held = shard.load(row, 2)
-            assert held is not None
-            rows = [(value,) for value in held.inline.values()]
-            for state in _states_of([*rows, *pure.pages[number].values()]):
-                most = max(most, len(state[3]))
+        for row in pure.rows():
+            most = max([most, *(len(state[3]) for state in shard.load_page(row).values())])
     assert most > 16
     assert pure.emitted
-
-
-def _states_of(rows: list[shard.PageRow]) -> list[Any]:
-    """The states of the pages stored as ``rows``."""
-    return [state for row in rows for state in shard.load_page(row).values()]
 
 
 # The compiled visit's own encoding of a page's states: pickle's bytes, found and decoded state
