@@ -42,7 +42,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport int64_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy, memmove, memset
 
 from aiowheel._ccpython cimport AW_CPYTHON_FALLBACK
 from aiowheel.spark._ckeystate cimport (
@@ -60,7 +60,9 @@ from aiowheel.spark._shard import (
     StoredPage,
     check_columns,
     pack_page,
+    page_pickles,
     pickled_states,
+    stored_pickles,
     write_back,
 )
 
@@ -1128,6 +1130,803 @@ def _visit_as_record(IdleRule rule, stored, arrived, watermark):
     return after, emitted
 
 
+# ----------------------------------------------------------------------------------------
+# A visit with input, by the keys' bytes.
+#
+# A visit with input must find its keys in every page of the shard, and writes back most of
+# the pages it reads. Found as objects, each key held would be decoded into a str, hashed
+# and put into a dict, and each page written would pickle its keys again. Here a key is its
+# bytes as the page's keys' pickle holds them (UTF-8, "surrogatepass", as pickle writes a
+# str): the keys with events are found by those bytes (:class:`_Names`), a page's keys are
+# runs of its pickle (:class:`_Held`), and a page written back gets its keys' pickle written
+# from the bytes, as pickle writes it (:func:`_keys_pickle`), its states copied or written
+# as records (:class:`_Built`). The str of a key is made only for the expiries of a key
+# without events. What is stored and emitted is the same, byte for byte, as the visit on
+# objects gives (_visit_objects), which takes any shard this cannot read so.
+
+
+cdef extern from *:
+    """
+    #define AW_FNV_OFFSET 0xcbf29ce484222325ULL
+    #define AW_FNV_PRIME 0x100000001b3ULL
+    """
+    uint64_t AW_FNV_OFFSET
+    uint64_t AW_FNV_PRIME
+
+
+# The opcodes of a page's keys' pickle (protocol 5, as pickle writes a tuple of strs) beyond
+# those above, and pickle's framing (its FRAME_SIZE_TARGET and FRAME_SIZE_MIN).
+cdef enum:
+    _SHORT_BINUNICODE = 0x8C  # 1 byte n, then n bytes of UTF-8
+    _BINUNICODE8 = 0x8D  # 8 bytes n, little-endian
+    _FRAME = 0x95  # 8 bytes: the size of the frame that follows
+    _FRAME_HEADER = 9
+    _FRAME_TARGET = 65536
+    _FRAME_MIN = 4
+
+
+cdef inline uint64_t _text_hash(const char *text, Py_ssize_t size) noexcept:
+    """FNV-1a (64 bits) of a key's bytes."""
+    cdef uint64_t h = AW_FNV_OFFSET
+    cdef Py_ssize_t i
+    for i in range(size):
+        h = (h ^ <unsigned char>text[i]) * AW_FNV_PRIME
+    return h
+
+
+cdef inline uint64_t _size_at(const unsigned char *data, Py_ssize_t n) noexcept:
+    """The little-endian unsigned number of ``n`` bytes at ``data``."""
+    cdef uint64_t value = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        value |= <uint64_t>data[i] << (8 * i)
+    return value
+
+
+cdef class _Names:
+    """The keys with events of a visit, in their order: their strs, their bytes as a page's
+    keys' pickle holds them, and a table that finds a key by those bytes."""
+
+    cdef list keys
+    cdef list lists  # each key's events
+    cdef list kept  # the bytes of keys whose UTF-8 their str does not keep (lone surrogates)
+    cdef Py_ssize_t count, mask
+    cdef const char **texts
+    cdef Py_ssize_t *sizes
+    cdef Py_ssize_t *table  # -1: empty
+
+    def __dealloc__(self):
+        PyMem_Free(self.texts)
+        PyMem_Free(self.sizes)
+        PyMem_Free(self.table)
+
+    @staticmethod
+    cdef _Names of(dict events):
+        """The keys of ``events``; None if one is not a str."""
+        cdef _Names names = _Names.__new__(_Names)
+        cdef Py_ssize_t i, size = 0, room = 8, at
+        cdef object key, encoded
+        cdef const char *text
+        names.keys = list(events)
+        names.lists = list(events.values())
+        names.kept = []
+        names.count = len(names.keys)
+        while room < 2 * names.count:
+            room *= 2
+        names.mask = room - 1
+        names.texts = <const char **>PyMem_Malloc(max(names.count, 1) * sizeof(char *))
+        names.sizes = <Py_ssize_t *>PyMem_Malloc(max(names.count, 1) * sizeof(Py_ssize_t))
+        names.table = <Py_ssize_t *>PyMem_Malloc(room * sizeof(Py_ssize_t))
+        if names.texts == NULL or names.sizes == NULL or names.table == NULL:
+            raise MemoryError()
+        for i in range(room):
+            names.table[i] = -1
+        for i in range(names.count):
+            key = names.keys[i]
+            if not PyUnicode_CheckExact(key):
+                return None
+            text = PyUnicode_AsUTF8AndSize(key, &size)
+            if text == NULL:  # lone surrogates: pickle's "surrogatepass", as it does
+                PyErr_Clear()
+                encoded = PyUnicode_AsEncodedString(key, "utf-8", "surrogatepass")
+                names.kept.append(encoded)
+                text = PyBytes_AS_STRING(encoded)
+                size = PyBytes_GET_SIZE(encoded)
+            names.texts[i] = text
+            names.sizes[i] = size
+            at = <Py_ssize_t>(_text_hash(text, size) & <uint64_t>names.mask)
+            while names.table[at] != -1:  # distinct keys: no key is there already
+                at = (at + 1) & names.mask
+            names.table[at] = i
+        return names
+
+    cdef inline Py_ssize_t find(self, const char *text, Py_ssize_t size) noexcept:
+        """The key whose bytes are ``text[:size]``, or -1."""
+        cdef Py_ssize_t at = <Py_ssize_t>(_text_hash(text, size) & <uint64_t>self.mask)
+        cdef Py_ssize_t i = self.table[at]
+        while i != -1:
+            if self.sizes[i] == size and memcmp(self.texts[i], text, size) == 0:
+                return i
+            at = (at + 1) & self.mask
+            i = self.table[at]
+        return -1
+
+
+cdef class _Held:
+    """A page as stored, read without decoding its keys or states: where each key's bytes
+    stand in its pickles, and (once :meth:`scan` found them) each state's run and wake-up."""
+
+    cdef bytes pickles
+    cdef const char *data
+    cdef Py_ssize_t count, states_at
+    cdef Py_ssize_t *texts  # offsets of the keys' bytes in `pickles`
+    cdef Py_ssize_t *sizes
+    cdef Py_ssize_t *starts  # count + 1 (scanned)
+    cdef int64_t *wakes
+    cdef unsigned char *taken  # per key: the visit takes it out of the page
+    cdef bint scanned
+
+    def __dealloc__(self):
+        PyMem_Free(self.texts)
+        PyMem_Free(self.sizes)
+        PyMem_Free(self.starts)
+        PyMem_Free(self.wakes)
+        PyMem_Free(self.taken)
+
+    @staticmethod
+    cdef _Held read(bytes pickles):
+        """The page whose two pickles are ``pickles``; None if its keys' pickle is not a
+        tuple of strs as pickle writes it in protocol 5 (then objects take the visit)."""
+        cdef _Held page = _Held.__new__(_Held)
+        cdef Py_ssize_t count = _read_keys(pickles, NULL, NULL, &page.states_at)
+        if count < 0:
+            return None
+        page.pickles = pickles
+        page.data = PyBytes_AS_STRING(pickles)
+        page.count = count
+        page.texts = <Py_ssize_t *>PyMem_Malloc(max(count, 1) * sizeof(Py_ssize_t))
+        page.sizes = <Py_ssize_t *>PyMem_Malloc(max(count, 1) * sizeof(Py_ssize_t))
+        page.taken = <unsigned char *>PyMem_Malloc(max(count, 1))
+        if page.texts == NULL or page.sizes == NULL or page.taken == NULL:
+            raise MemoryError()
+        memset(page.taken, 0, max(count, 1))
+        _read_keys(pickles, page.texts, page.sizes, &page.states_at)
+        return page
+
+    cdef bint scan(self) except -1:
+        """Find its states' runs and wake-ups (:func:`_scan_states`) if not yet done; False if
+        they cannot be found."""
+        if self.scanned:
+            return True
+        self.starts = <Py_ssize_t *>PyMem_Malloc((self.count + 1) * sizeof(Py_ssize_t))
+        self.wakes = <int64_t *>PyMem_Malloc(max(self.count, 1) * sizeof(int64_t))
+        if self.starts == NULL or self.wakes == NULL:
+            raise MemoryError()
+        if self.count == 0:
+            self.starts[0] = self.states_at
+        elif not _scan_states(self.pickles, self.states_at, self.count, self.starts, self.wakes):
+            return False
+        self.scanned = True
+        return True
+
+
+cdef Py_ssize_t _read_keys(
+    bytes pickles, Py_ssize_t *texts, Py_ssize_t *sizes, Py_ssize_t *states_at
+) noexcept:
+    """Count the keys of the keys' pickle at the start of ``pickles``, and (where ``texts`` is
+    not NULL) note where each key's bytes stand; ``states_at`` gets the offset after it.
+    -1 if it is not a tuple of strs in protocol 4 or 5, written without a memo."""
+    cdef const unsigned char *data = <const unsigned char *>PyBytes_AS_STRING(pickles)
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(pickles), at = 2, count = 0, n
+    cdef uint64_t size
+    cdef bint marked = False
+    cdef unsigned char op
+    if end < 4 or data[0] != _PROTO or not 4 <= data[1] <= 5:
+        return -1
+    while True:
+        while at < end and data[at] == _FRAME:
+            at += _FRAME_HEADER
+        if at >= end:
+            return -1
+        op = data[at]
+        if op == _SHORT_BINUNICODE or op == _BINUNICODE or op == _BINUNICODE8:
+            n = 2 if op == _SHORT_BINUNICODE else 5 if op == _BINUNICODE else 9
+            if at + n > end:
+                return -1
+            size = _size_at(data + at + 1, n - 1)
+            if size > <uint64_t>(end - at - n):
+                return -1
+            if texts != NULL:
+                texts[count] = at + n
+                sizes[count] = <Py_ssize_t>size
+            at += n + <Py_ssize_t>size
+            count += 1
+        elif op == _MARK and count == 0 and not marked:
+            marked = True
+            at += 1
+        elif op == _EMPTY_TUPLE and count == 0 and not marked:
+            at += 1
+            break
+        elif op == _TUPLE and marked:
+            at += 1
+            break
+        elif _TUPLE1 <= op <= _TUPLE3 and not marked and count == op - _TUPLE1 + 1:
+            at += 1
+            break
+        else:
+            return -1
+    while at < end and data[at] == _FRAME:
+        at += _FRAME_HEADER
+    if at >= end or data[at] != _STOP:
+        return -1
+    states_at[0] = at + 1
+    return count
+
+
+# ----------------------------------------------------------------------------------------
+# Writing a page's keys' pickle as pickle does (protocol 5, framed, without a memo).
+
+
+cdef struct _Framer:
+    _Out out
+    Py_ssize_t frame  # where the open frame's header stands; -1: none open
+
+
+cdef inline int _framed(_Framer *framer, const char *data, Py_ssize_t size) except -1:
+    """Write ``data[:size]`` into the open frame (opened here if none is)."""
+    if framer.frame == -1:
+        framer.frame = framer.out.size
+        _room(&framer.out, _FRAME_HEADER)
+    memcpy(_room(&framer.out, size), data, size)
+    return 0
+
+
+cdef void _commit(_Framer *framer) noexcept:
+    """Close the open frame: its header written, or removed if the frame is too small."""
+    cdef Py_ssize_t size
+    cdef char *header
+    cdef int i
+    if framer.frame == -1:
+        return
+    size = framer.out.size - framer.frame - _FRAME_HEADER
+    header = framer.out.data + framer.frame
+    if size >= _FRAME_MIN:
+        header[0] = <char>_FRAME
+        for i in range(8):
+            header[1 + i] = <char>((<uint64_t>size >> (8 * i)) & 0xFF)
+    else:
+        memmove(header, header + _FRAME_HEADER, size)
+        framer.out.size -= _FRAME_HEADER
+    framer.frame = -1
+
+
+cdef inline void _boundary(_Framer *framer) noexcept:
+    """Before each object pickle saves: close the open frame once it reached the target."""
+    if framer.frame != -1 and framer.out.size - framer.frame - _FRAME_HEADER >= _FRAME_TARGET:
+        _commit(framer)
+
+
+cdef bint _frame_text(_Framer *framer, const char *text, Py_ssize_t size) except -1:
+    """Append a key as pickle saves a str; False for a key of a frame's target or more (pickle
+    writes it outside any frame: the caller then asks pickle)."""
+    cdef char header[5]
+    cdef int i
+    if size >= _FRAME_TARGET:
+        return False
+    _boundary(framer)
+    if size <= 0xFF:
+        header[0] = <char>_SHORT_BINUNICODE
+        header[1] = <char>size
+        _framed(framer, header, 2)
+    else:
+        header[0] = <char>_BINUNICODE
+        for i in range(4):
+            header[1 + i] = <char>((size >> (8 * i)) & 0xFF)
+        _framed(framer, header, 5)
+    _framed(framer, text, size)
+    return True
+
+
+# ----------------------------------------------------------------------------------------
+# The visit.
+
+
+cdef class _Built:
+    """A page a visit by bytes wrote: its number of keys, earliest wake-up and stored bytes
+    (what :func:`aiowheel.spark._shard.write_back` asks of it)."""
+
+    cdef Py_ssize_t count
+    cdef object first
+    cdef bytes stored
+
+    def __len__(self):
+        return self.count
+
+    def earliest(self):
+        return self.first
+
+    def encode(self):
+        return self.stored
+
+
+cdef class _ByBytes:
+    """The C arrays of one visit by bytes (freed with it): per key visited, where it lives
+    (its page among `held`, -1: none, and its place there), its events (its index among the
+    `names`, -1: none) and its bytes; per key kept, its state's run in `runs` and where it
+    goes."""
+
+    cdef Py_ssize_t room, visits, kept
+    cdef Py_ssize_t *home
+    cdef Py_ssize_t *place
+    cdef Py_ssize_t *named
+    cdef const char **texts
+    cdef Py_ssize_t *sizes
+    cdef Py_ssize_t *visit_of  # per key kept: its visit
+    cdef Py_ssize_t *run_at
+    cdef Py_ssize_t *run_size
+    cdef int64_t *wake
+    cdef int64_t *slot
+    cdef Py_ssize_t *goes  # its page: among `held`, or after them, among the new ones
+    cdef _Out runs
+
+    def __dealloc__(self):
+        PyMem_Free(self.home)
+        PyMem_Free(self.place)
+        PyMem_Free(self.named)
+        PyMem_Free(self.texts)
+        PyMem_Free(self.sizes)
+        PyMem_Free(self.visit_of)
+        PyMem_Free(self.run_at)
+        PyMem_Free(self.run_size)
+        PyMem_Free(self.wake)
+        PyMem_Free(self.slot)
+        PyMem_Free(self.goes)
+        PyMem_Free(self.runs.data)
+
+    cdef int grow(self, Py_ssize_t room) except -1:
+        """Room for ``room`` keys visited."""
+        self.room = max(room, 1)
+        self.home = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
+        self.place = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
+        self.named = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
+        self.texts = <const char **>PyMem_Malloc(self.room * sizeof(char *))
+        self.sizes = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
+        self.visit_of = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
+        self.run_at = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
+        self.run_size = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
+        self.wake = <int64_t *>PyMem_Malloc(self.room * sizeof(int64_t))
+        self.slot = <int64_t *>PyMem_Malloc(self.room * sizeof(int64_t))
+        self.goes = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
+        if (
+            self.home == NULL or self.place == NULL or self.named == NULL or self.texts == NULL
+            or self.sizes == NULL or self.visit_of == NULL or self.run_at == NULL
+            or self.run_size == NULL or self.wake == NULL or self.slot == NULL
+            or self.goes == NULL
+        ):
+            raise MemoryError()
+        return 0
+
+
+cdef object _key_of(_ByBytes work, _Names names, Py_ssize_t visit):
+    """The str of a key visited."""
+    if work.named[visit] >= 0:
+        return names.keys[work.named[visit]]
+    return PyUnicode_DecodeUTF8(work.texts[visit], work.sizes[visit], "surrogatepass")
+
+
+# How many visits _visit_by_bytes took (for the tests: which visits the objects took instead).
+cdef Py_ssize_t _by_bytes = 0
+
+
+def _visits_by_bytes():
+    """How many visits with input this process made by the keys' bytes (for the tests)."""
+    return _by_bytes
+
+
+cdef object _visit_by_bytes(
+    IdleRule records,
+    object visit_stored,
+    dict events,
+    dict rows,
+    dict inline,
+    list due,
+    dict wakes,
+    object mapped,
+    object watermark,
+    object width,
+    object timer,
+    object pace,
+):
+    """The visit with input (``events``, not empty) of the shard whose pages are ``rows``
+    (the map state's, as read) and ``inline``, by the keys' bytes; None, nothing done, where it
+    cannot take the shard (a key not a str, a page or state not as this twin writes them, a
+    watermark, width or wake-up beyond int64): the visit on objects then takes it."""
+    cdef int64_t upto, width_c, run_c = 0
+    cdef int overflow = 0
+    cdef double now
+    cdef _Names names
+    cdef _Held page, home
+    cdef _ByBytes work
+    cdef dict held = {}, numbers = {}, incoming = {}, fresh = {}, built = {}
+    cdef list pages, numbered, emitted = [], expiries = []
+    cdef set changed = set()
+    cdef object number, found, key, after, stored, expiry, slot, run_slot = None, wake
+    cdef object events_of, emitted_objects
+    cdef Py_ssize_t i, j, n, visit, kept, at, goes, count, run = 0, total
+    cdef Record record
+    cdef RecordEvent arrived[RECORD_EVENTS]
+    cdef Py_ssize_t arrived_count = 0
+    cdef int outcome
+    cdef bint stays
+    cdef Py_ssize_t *first
+    cdef Py_ssize_t *order
+    if not PyLong_CheckExact(watermark) or not PyLong_CheckExact(width):
+        return None
+    upto = PyLong_AsLongLongAndOverflow(watermark, &overflow)
+    if overflow:
+        return None
+    width_c = PyLong_AsLongLongAndOverflow(width, &overflow)
+    if overflow or width_c <= 0:
+        return None
+    names = _Names.of(events)
+    if names is None:
+        return None
+    # The pages, in the order the visit on objects reads them (the map's, then the index's).
+    for number, found in rows.items():
+        page = _Held.read(page_pickles(found[0]))
+        if page is None:
+            return None
+        held[number] = page
+    for number, found in inline.items():
+        page = _Held.read(page_pickles(found))
+        if page is None:
+            return None
+        held[number] = page
+    pages = list(held.values())
+    numbered = list(held)
+    for i in range(len(numbered)):
+        numbers[numbered[i]] = i
+    work = _ByBytes.__new__(_ByBytes)
+    n = names.count
+    total = n
+    for number in due:
+        if number not in held:
+            return None  # the visit on objects says which page is missing
+        total += (<_Held>held[number]).count
+    work.grow(total)
+    # Where each key with events lives.
+    for i in range(n):
+        work.home[i] = -1
+        work.place[i] = 0
+        work.named[i] = i
+        work.texts[i] = names.texts[i]
+        work.sizes[i] = names.sizes[i]
+    for i in range(len(pages)):
+        page = <_Held>pages[i]
+        for j in range(page.count):
+            at = names.find(page.data + page.texts[j], page.sizes[j])
+            if at < 0:
+                continue
+            if work.home[at] != -1:
+                return None  # a key in two pages: not as this twin writes them
+            work.home[at] = i
+            work.place[at] = j
+            page.taken[j] = 1
+    # The pages of keys with events all change; so do the due pages with a due key.
+    for i in range(n):
+        if work.home[i] != -1:
+            page = <_Held>pages[work.home[i]]
+            if not page.scan():
+                return None
+            changed.add(numbered[work.home[i]])
+    visit = n
+    for number in due:
+        i = numbers[number]
+        page = <_Held>pages[i]
+        if not page.scan():
+            return None
+        for j in range(page.count):
+            if page.taken[j] or page.wakes[j] > upto:
+                continue
+            page.taken[j] = 1
+            work.home[visit] = i
+            work.place[visit] = j
+            work.named[visit] = -1
+            work.texts[visit] = page.data + page.texts[j]
+            work.sizes[visit] = page.sizes[j]
+            visit += 1
+            changed.add(number)
+    work.visits = visit
+    # The visits: as records where they hold the key (the compiled rule), else as objects.
+    now = PyFloat_AsDouble(watermark) / 1000.0
+    kept = 0
+    for visit in range(work.visits):
+        home = None if work.home[visit] == -1 else <_Held>pages[work.home[visit]]
+        j = work.place[visit]
+        events_of = None if work.named[visit] < 0 else names.lists[work.named[visit]]
+        outcome = RECORD_UNFIT
+        if records is not None and _read_arrived(events_of, arrived, &arrived_count):
+            if home is None:
+                record.tracked = False
+                record.last_seen = 0.0
+                record.fired = record.applied = record.count = record.wake = 0
+                outcome = records.visit_record(&record, arrived, arrived_count, now, emitted)
+            elif _read_record(
+                <const unsigned char *>home.data, home.starts[j], home.starts[j + 1], &record
+            ):
+                outcome = records.visit_record(&record, arrived, arrived_count, now, emitted)
+        if outcome != RECORD_UNFIT:
+            if emitted:
+                key = _key_of(work, names, visit)
+                for expiry in emitted:
+                    expiries.append((key, *expiry))
+                del emitted[:]
+            if outcome == RECORD_GONE:
+                continue
+            work.run_at[kept] = work.runs.size
+            _dump_record(&work.runs, &record)
+            work.wake[kept] = record.wake
+        else:
+            stored = None
+            if home is not None:
+                stored = _load_state(
+                    <const unsigned char *>home.data, home.starts[j], home.starts[j + 1]
+                )
+            after, emitted_objects = visit_stored(
+                stored, [] if events_of is None else events_of, watermark
+            )
+            if emitted_objects:
+                key = _key_of(work, names, visit)
+                for expiry in emitted_objects:
+                    expiries.append((key, *expiry))
+            if after is None:
+                continue
+            wake = after[WAKE]
+            if not PyLong_CheckExact(wake):
+                return None
+            work.wake[kept] = PyLong_AsLongLongAndOverflow(wake, &overflow)
+            if overflow:
+                return None
+            work.run_at[kept] = work.runs.size
+            _dump_state(&work.runs, after)
+        work.run_size[kept] = work.runs.size - work.run_at[kept]
+        work.visit_of[kept] = visit
+        # Its new page: the slot of its wake-up (// rounds down, as Python's). incoming counts
+        # the keys each slot receives, a run of the same slot at a time.
+        work.slot[kept] = work.wake[kept] // width_c
+        if run and work.slot[kept] == run_c:
+            run += 1
+        else:
+            if run:
+                slot = PyLong_FromLongLong(run_c)
+                incoming[slot] = incoming.get(slot, 0) + run
+            run_c = work.slot[kept]
+            run = 1
+        kept += 1
+    if run:
+        slot = PyLong_FromLongLong(run_c)
+        incoming[slot] = incoming.get(slot, 0) + run
+    work.kept = kept
+    # Where each key kept goes, as the visit on objects decides it (see MOVE_SHARE): its
+    # page, or the page of its new wake-up.
+    run = 0
+    for i in range(kept):
+        visit = work.visit_of[i]
+        if not run or work.slot[i] != run_c:
+            run_c = work.slot[i]
+            run_slot = PyLong_FromLongLong(run_c)
+            run = 1
+        stays = (
+            work.home[visit] != -1
+            and run_slot in held
+            and run_slot not in changed
+            and <Py_ssize_t>incoming[run_slot] * MOVE_SHARE < (<_Held>held[run_slot]).count
+        )
+        if stays:
+            work.goes[i] = work.home[visit]
+            continue
+        if run_slot in held:
+            goes = numbers[run_slot]
+            if not (<_Held>pages[goes]).scan():
+                return None
+        else:
+            goes = fresh.get(run_slot, -1)
+            if goes == -1:
+                goes = len(pages) + len(fresh)
+                fresh[run_slot] = goes
+        work.goes[i] = goes
+        changed.add(run_slot)
+    # The keys kept, grouped by the page they go to, in their order (a counting sort).
+    count = len(pages) + len(fresh)
+    first = <Py_ssize_t *>PyMem_Malloc((count + 1) * sizeof(Py_ssize_t))
+    order = <Py_ssize_t *>PyMem_Malloc(max(kept, 1) * sizeof(Py_ssize_t))
+    try:
+        if first == NULL or order == NULL:
+            raise MemoryError()
+        memset(first, 0, (count + 1) * sizeof(Py_ssize_t))
+        for i in range(kept):
+            first[work.goes[i] + 1] += 1
+        for i in range(count):
+            first[i + 1] += first[i]
+        for i in range(kept):
+            order[first[work.goes[i]]] = i
+            first[work.goes[i]] += 1
+        for i in range(count - 1, -1, -1):
+            first[i + 1] = first[i]
+        first[0] = 0
+        for number in changed:
+            goes = numbers[number] if number in numbers else fresh[number]
+            page = <_Held>pages[goes] if goes < len(pages) else None
+            found = _build(work, page, order + first[goes], first[goes + 1] - first[goes])
+            if found is not None:
+                built[number] = found
+    finally:
+        PyMem_Free(first)
+        PyMem_Free(order)
+    global _by_bytes
+    _by_bytes += 1
+    return write_back(
+        changed,
+        built,
+        wakes,
+        inline,
+        mapped,
+        expiries=expiries,
+        watermark=watermark,
+        timer=timer,
+        pace=pace,
+        earliest=_Built.earliest,
+        encode=_Built.encode,
+    )
+
+
+cdef _Built _build(_ByBytes work, _Held page, const Py_ssize_t *order, Py_ssize_t placed):
+    """The page that holds the keys of ``page`` (None: a new page) the visit did not take,
+    in their order, then the keys kept that go to it (``order[:placed]``), in theirs; None
+    if it holds none."""
+    cdef _Built built
+    cdef _Framer out
+    cdef Py_ssize_t count = placed, i, j, k, visit, size, start
+    cdef int64_t first = 0
+    cdef bint any = False
+    cdef char *at
+    cdef list strs = None
+    cdef bytes pickles
+    cdef const char **texts = NULL
+    cdef Py_ssize_t *sizes = NULL
+    if page is not None:
+        for j in range(page.count):
+            if not page.taken[j]:
+                count += 1
+                if not any or page.wakes[j] < first:
+                    first = page.wakes[j]
+                    any = True
+    if count == 0:
+        return None
+    for i in range(placed):
+        k = order[i]
+        if not any or work.wake[k] < first:
+            first = work.wake[k]
+            any = True
+    out.out.data = NULL
+    out.out.size = out.out.room = 0
+    out.frame = -1
+    try:
+        # The keys' pickle, as pickle writes a tuple of strs (protocol 5, framed, no memo).
+        texts = <const char **>PyMem_Malloc(count * sizeof(char *))
+        sizes = <Py_ssize_t *>PyMem_Malloc(count * sizeof(Py_ssize_t))
+        if texts == NULL or sizes == NULL:
+            raise MemoryError()
+        k = 0
+        if page is not None:
+            for j in range(page.count):
+                if not page.taken[j]:
+                    texts[k] = page.data + page.texts[j]
+                    sizes[k] = page.sizes[j]
+                    k += 1
+        for i in range(placed):
+            visit = work.visit_of[order[i]]
+            texts[k] = work.texts[visit]
+            sizes[k] = work.sizes[visit]
+            k += 1
+        if not _frame_keys(&out, texts, sizes, count):
+            # A key of a frame's target or more, which pickle writes outside any frame: the
+            # keys' pickle is pickle's (pack_page), from the keys' strs.
+            out.out.size = 0
+            out.frame = -1
+            strs = [
+                PyUnicode_DecodeUTF8(texts[k], sizes[k], "surrogatepass") for k in range(count)
+            ]
+        # The states' pickle (protocol 3, no memo): the runs as stored, or as the visit wrote
+        # them.
+        at = _room(&out.out, 2)
+        at[0] = <char>_PROTO
+        at[1] = 3
+        if count > 3:
+            _byte(&out.out, _MARK)
+        if page is not None:
+            for j in range(page.count):
+                if not page.taken[j]:
+                    start = page.starts[j]
+                    size = page.starts[j + 1] - start
+                    memcpy(_room(&out.out, size), page.data + start, size)
+        for i in range(placed):
+            k = order[i]
+            size = work.run_size[k]
+            memcpy(_room(&out.out, size), work.runs.data + work.run_at[k], size)
+        _byte(&out.out, _TUPLE if count > 3 else _TUPLE1 + count - 1)
+        _byte(&out.out, _STOP)
+        pickles = PyBytes_FromStringAndSize(out.out.data, out.out.size)
+        built = _Built.__new__(_Built)
+        built.count = count
+        built.first = PyLong_FromLongLong(first)
+        built.stored = stored_pickles(pickles) if strs is None else pack_page(tuple(strs), pickles)
+        return built
+    finally:
+        PyMem_Free(out.out.data)
+        PyMem_Free(texts)
+        PyMem_Free(sizes)
+
+
+cdef bint _frame_keys(
+    _Framer *out, const char **texts, const Py_ssize_t *sizes, Py_ssize_t count
+) except -1:
+    """Write into ``out`` (empty) the pickle of a tuple of ``count`` strs whose bytes are
+    ``texts[i][:sizes[i]]``, as pickle writes it (protocol 5, framed, without a memo); False
+    if a str is a frame's target or more (pickle writes it outside any frame)."""
+    cdef Py_ssize_t i
+    cdef char op
+    cdef char *at = _room(&out.out, 2)
+    at[0] = <char>_PROTO
+    at[1] = 5
+    _boundary(out)  # before the tuple, as before each object pickle saves
+    if count == 0:
+        op = <char>_EMPTY_TUPLE
+        _framed(out, &op, 1)
+    elif count > 3:
+        op = <char>_MARK
+        _framed(out, &op, 1)
+    for i in range(count):
+        if not _frame_text(out, texts[i], sizes[i]):
+            return False
+    if count:
+        op = <char>(_TUPLE if count > 3 else _TUPLE1 + count - 1)
+        _framed(out, &op, 1)
+    op = <char>_STOP
+    _framed(out, &op, 1)
+    _commit(out)
+    return True
+
+
+def _keys_pickle(tuple keys):
+    """The keys' pickle of ``keys`` (strs) as :func:`_frame_keys` writes it from their bytes,
+    or None where pickle must (for the tests: the bytes of pickle's own)."""
+    cdef _Framer out
+    cdef Py_ssize_t count = len(keys), i
+    cdef const char **texts = <const char **>PyMem_Malloc(max(count, 1) * sizeof(char *))
+    cdef Py_ssize_t *sizes = <Py_ssize_t *>PyMem_Malloc(max(count, 1) * sizeof(Py_ssize_t))
+    cdef list kept = []
+    cdef object encoded
+    out.out.data = NULL
+    out.out.size = out.out.room = 0
+    out.frame = -1
+    try:
+        if texts == NULL or sizes == NULL:
+            raise MemoryError()
+        for i in range(count):
+            encoded = PyUnicode_AsEncodedString(keys[i], "utf-8", "surrogatepass")
+            kept.append(encoded)
+            texts[i] = PyBytes_AS_STRING(encoded)
+            sizes[i] = PyBytes_GET_SIZE(encoded)
+        if not _frame_keys(&out, texts, sizes, count):
+            return None
+        return PyBytes_FromStringAndSize(out.out.data, out.out.size)
+    finally:
+        PyMem_Free(out.out.data)
+        PyMem_Free(texts)
+        PyMem_Free(sizes)
+
+
 def add_events(arrived, names, ts, ranks, event_ids):
     """Add the events of a visit's rows, given column by column, to ``arrived``: row ``i``'s
     event ``(ts[i], ranks[i], event_ids[i])`` goes to the end of key ``names[i]``'s list, so a
@@ -1166,6 +1965,7 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
     a visit per key with events or due.
     """
     cdef dict wakes, inline, held, visiting, pages, incoming, rows
+    cdef object outcome
     cdef _Page keys
     cdef dict events = arrived if type(arrived) is dict else dict(arrived)
     cdef set changed = set()
@@ -1197,7 +1997,15 @@ def visit(rule, shard, arrived, watermark, read, *, width, firing=None):
     mapped = wakes.keys() - inline.keys()
     due = [page for page, wake in wakes.items() if wake <= watermark]
     if events:
-        held = {page: StoredPage(row) for page, row in read(None).items()} if mapped else {}
+        rows = dict(read(None)) if mapped else {}
+        # By the keys' bytes where it can; else on objects, below.
+        outcome = _visit_by_bytes(
+            records, visit_stored, events, rows, inline, due, wakes, mapped, watermark, width,
+            timer, pace,
+        )
+        if outcome is not None:
+            return outcome
+        held = {page: StoredPage(row) for page, row in rows.items()}
         for page, value in inline.items():
             held[page] = StoredPage((value,))
         # Each key with events, in their order, with the page it lives in (None: a new key;

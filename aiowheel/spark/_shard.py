@@ -101,8 +101,10 @@ __all__ = [
     "load_page",
     "pack_page",
     "page_bytes",
+    "page_pickles",
     "pickled_states",
     "slot_width",
+    "stored_pickles",
     "write_back",
 ]
 
@@ -211,7 +213,7 @@ class StoredPage:
     def __init__(self, row: PageRow) -> None:
         #: The page's two pickles, decompressed (as bytes, whatever bytes-like value the state
         #: store gave: the compiled visit reads them in place).
-        self.pickles: bytes = bytes(_pickles_of(row[0]))  # type: ignore[arg-type]
+        self.pickles: bytes = page_pickles(row[0])  # type: ignore[arg-type]
         stream = io.BytesIO(self.pickles)
         unpickler = pickle.Unpickler(stream)
         first = unpickler.load()
@@ -253,7 +255,11 @@ def dump_page(page: Page) -> tuple[bytes]:
 def pack_page(keys: tuple[str, ...], states: bytes) -> bytes:
     """A page as stored, from its keys and their states' pickle (:func:`pickled_states`): the
     two pickles, compressed from :data:`COMPRESS_FROM` bytes on."""
-    pickles = _pickled(keys) + states
+    return stored_pickles(_pickled(keys) + states)
+
+
+def stored_pickles(pickles: bytes) -> bytes:
+    """A page's two pickles as stored: compressed from :data:`COMPRESS_FROM` bytes on."""
     if len(pickles) < COMPRESS_FROM:
         return pickles
     frame = pyarrow.compress(pickles, codec=_CODEC, asbytes=True)
@@ -270,10 +276,11 @@ def pickled_states(states: tuple[StoredKey, ...]) -> bytes:
     return out.getvalue()
 
 
-def _pickles_of(value: bytes) -> bytes:
-    """A page's stored bytes, decompressed if they were stored compressed."""
+def page_pickles(value: bytes) -> bytes:
+    """A page's two pickles from its stored bytes (any bytes-like value), decompressed if they
+    were stored compressed: :func:`stored_pickles` undone."""
     if value[:1] != _ZSTD:
-        return value
+        return bytes(value)
     size = int.from_bytes(value[1:9], "little")
     return pyarrow.decompress(  # type: ignore[no-any-return]
         memoryview(value)[9:], decompressed_size=size, codec=_CODEC, asbytes=True

@@ -837,3 +837,161 @@ def test_the_compiled_visit_leaves_to_pickle_what_it_cannot_read_state_by_state(
     for wake in (1.5, None, 2**64, True):
         odd = shard.pickled_states(((1.0, 0, 0, [], wake),))
         assert _cvisit._load_states(odd, 1) is None
+
+
+# A visit with input by the keys' bytes (aiowheel.spark._cvisit): the keys found and written
+# back as the bytes pickle gives them, or, where the shard is not as it writes it, on objects.
+
+
+def _by_bytes() -> int:
+    from aiowheel.spark import _cvisit
+
+    count: int = _cvisit._visits_by_bytes()
+    return count
+
+
+@needs_compiled
+def test_the_compiled_visit_finds_and_writes_keys_by_their_bytes_as_pickle_does() -> None:
+    # Keys of every size pickle writes a str in (SHORT_BINUNICODE up to 255 bytes, BINUNICODE
+    # above, and from 64 KiB on outside any frame, which pickle itself then writes), not ASCII,
+    # and enough of them that a page's keys' pickle spans several frames: the compiled visit
+    # stores and emits what the pure one does, byte for byte, by the keys' bytes.
+    odd = ["é", "日本語", "k" * 255, "k" * 256, "ü" * 200, "x" * 70_000]
+    many = [f"conn-{number:07d}" for number in range(6_000)]
+    batches: list[list[Event]] = []
+    for step in range(4):
+        keys = odd + many[step % 2 :: 1 + step % 2]
+        batches.append(
+            [(key, step * 5.0 + i / len(keys), "data", f"{i}-{step}") for i, key in enumerate(keys)]
+        )
+    compiled, pure = _twins([8.0, 30.0], 0.001, 2.0, 1)
+    before = _by_bytes()
+    longest = 0  # the largest keys' pickle of a page: over 64 KiB, it spans several frames
+    for batch in [*batches, [], []]:
+        _batch_alike(compiled, pure, batch)
+        for row in pure.rows():
+            pickles = shard.page_pickles(row[0])  # type: ignore[arg-type]
+            longest = max(longest, len(pickle.dumps(shard.StoredPage(row).keys)))
+            assert pickles[:2] == b"\x80\x05"
+    assert longest > 65_536
+    assert _by_bytes() - before == 4  # every visit with input
+    assert pure.emitted
+
+
+@needs_compiled
+def test_the_compiled_visit_finds_keys_with_lone_surrogates_by_their_bytes() -> None:
+    # A str pickle writes with "surrogatepass" (a lone surrogate is no UTF-8): found and written
+    # by those bytes, as the pure visit does by the str.
+    from aiowheel.spark import _cvisit, _visit
+
+    rule = make_rule([30.0], 0.001, 0.0)
+    keys = ["\ud800", "a\udfffb", "plain", "é"]
+    outcomes = []
+    for twin in (_cvisit, _visit):
+        stored: dict[int, shard.PageRow] = {}
+        index = None
+        emitted: list[ExpiryRow] = []
+        for step, watermark in enumerate((1_000, 20_000, 60_000)):
+            events = {key: [(step * 10.0 + i, 1, f"{key}{step}")] for i, key in enumerate(keys)}
+            outcome = twin.visit(
+                rule,
+                index,
+                events if step < 2 else {keys[0]: [(25.0, 1, None)]},
+                watermark,
+                lambda wanted, pages=stored: dict(pages),
+                width=1_875,
+            )
+            for page, row in outcome.pages.items():
+                if row is None:
+                    stored.pop(page, None)
+                else:
+                    stored[page] = row
+            index = outcome.shard
+            emitted += outcome.expiries
+        outcomes.append((index, stored, emitted))
+    assert outcomes[0] == outcomes[1]
+    assert {row[0] for row in outcomes[0][2]} >= set(keys[1:])
+
+
+def _page_as(row: shard.PageRow, write_keys: Any) -> shard.PageRow:
+    """The page stored as ``row``, its keys' pickle written by ``write_keys`` instead."""
+    page = shard.StoredPage(row)
+    assert page.states_at is not None
+    return (shard.stored_pickles(write_keys(page.keys) + page.pickles[page.states_at :]),)
+
+
+@needs_compiled
+@pytest.mark.parametrize(
+    "write_keys",
+    [
+        pytest.param(pickle.dumps, id="with a memo"),
+        pytest.param(lambda keys: pickle.dumps(keys, protocol=3), id="protocol 3"),
+    ],
+)
+def test_the_compiled_visit_leaves_to_objects_a_page_it_does_not_write(write_keys: Any) -> None:
+    # A page whose keys' pickle is not the one this version writes (with a memo, or in another
+    # protocol): the visit of the shard is made on objects, with the same outcome as
+    # the pure visit's.
+    from aiowheel.spark import _cvisit, _visit
+
+    rule = make_rule([30.0], 0.001, 0.0)
+    first = {f"k{i}": [(float(i) / 10, 1, None)] for i in range(100)}
+    start = _visit.visit(rule, None, first, 1_000, lambda wanted: {}, width=1_875)
+    assert start.shard is not None
+    rows = {page: _page_as(row, write_keys) for page, row in start.pages.items() if row}
+    inline = {page: _page_as((value,), write_keys)[0] for page, value in start.shard.inline.items()}
+    shard_before = start.shard._replace(inline=inline)
+    later = {f"k{i}": [(20.0 + i / 10, 1, None)] for i in range(0, 120, 3)}
+    before = _by_bytes()
+    outcomes = [
+        twin.visit(rule, shard_before, later, 12_000, lambda wanted: dict(rows), width=1_875)
+        for twin in (_cvisit, _visit)
+    ]
+    assert _by_bytes() == before
+    assert outcomes[0] == outcomes[1]
+    assert rows or inline  # what the visit read was rewritten as the test meant
+
+
+@needs_compiled
+def test_the_compiled_visit_leaves_to_objects_a_key_stored_twice() -> None:
+    # Two pages that hold the same key (no visit writes that): the visit of the shard is made
+    # on objects, as the pure one makes it.
+    from aiowheel.spark import _cvisit, _visit
+
+    rule = make_rule([30.0], 0.001, 0.0)
+    state = (1.0, 0, 1, [(1.0, 1, None)], 31_000)
+    page = shard.page_bytes({"twice": state, "once": state})
+    index = shard.Shard({16: 31_000, 17: 31_000}, 1_000, 31_000, {16: page, 17: page})
+    before = _by_bytes()
+    outcomes = [
+        twin.visit(rule, index, {"twice": [(2.0, 1, None)]}, 2_000, lambda wanted: {}, width=1_875)
+        for twin in (_cvisit, _visit)
+    ]
+    assert _by_bytes() == before
+    assert outcomes[0] == outcomes[1]
+
+
+_KEYS = st.lists(
+    st.text(st.characters(blacklist_categories=()), max_size=6)
+    | st.integers(250, 66_000).map(lambda size: "k" * size)
+    | st.sampled_from(["\ud800", "é" * 128, "x" * 65_535, "x" * 65_536]),
+    max_size=8,
+) | st.tuples(st.integers(0, 12_000), st.integers(1, 40)).map(
+    lambda shape: [f"{number:0{shape[1]}d}" for number in range(shape[0])]
+)
+
+
+@needs_compiled
+@settings(max_examples=300, deadline=None)
+@given(_KEYS)
+def test_the_compiled_visit_writes_a_pages_keys_as_pickle_does(keys: list[str]) -> None:
+    # Pickle's bytes for the page's keys, frames and all (a frame closes before the object that
+    # would start past 64 KiB); a key of 64 KiB or more, which pickle writes outside any frame,
+    # is left to pickle.
+    from aiowheel.spark import _cvisit
+
+    written = _cvisit._keys_pickle(tuple(keys))
+    if any(len(key.encode("utf-8", "surrogatepass")) >= 65_536 for key in keys):
+        assert written is None
+    else:
+        assert written == shard._pickled(tuple(keys))
