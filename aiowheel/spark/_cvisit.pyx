@@ -1166,12 +1166,13 @@ cdef enum:
 
 
 cdef inline uint64_t _text_hash(const char *text, Py_ssize_t size) noexcept:
-    """FNV-1a (64 bits) of a key's bytes."""
+    """FNV-1a (64 bits) of a key's bytes, its high half folded into the low one (the table
+    takes the low bits, which a multiplication leaves to the bytes' low bits alone)."""
     cdef uint64_t h = AW_FNV_OFFSET
     cdef Py_ssize_t i
     for i in range(size):
         h = (h ^ <unsigned char>text[i]) * AW_FNV_PRIME
-    return h
+    return h ^ (h >> 32)
 
 
 cdef inline uint64_t _size_at(const unsigned char *data, Py_ssize_t n) noexcept:
@@ -1612,13 +1613,15 @@ cdef object _visit_by_bytes(
             work.home[at] = i
             work.place[at] = j
             page.taken[j] = 1
-    # The pages of keys with events all change; so do the due pages with a due key.
+    # The pages of keys with events all change (each added once); so do the due pages with a
+    # due key.
     for i in range(n):
         if work.home[i] != -1:
             page = <_Held>pages[work.home[i]]
-            if not page.scan():
-                return None
-            changed.add(numbered[work.home[i]])
+            if not page.scanned:
+                if not page.scan():
+                    return None
+                changed.add(numbered[work.home[i]])
     visit = n
     for number in due:
         i = numbers[number]
