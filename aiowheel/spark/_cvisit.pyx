@@ -661,6 +661,21 @@ cdef int _dump_int(_Out *out, long long number) except -1:
     return 0
 
 
+cdef object _str_bytes(object text, const char **data, Py_ssize_t *size):
+    """Point ``data`` and ``size`` at the bytes pickle writes for the str ``text``: its UTF-8,
+    with "surrogatepass" for lone surrogates. Returns the bytes object that holds them where
+    the str itself does not (the caller keeps it alive while it reads them), else None."""
+    cdef object encoded
+    data[0] = PyUnicode_AsUTF8AndSize(text, size)
+    if data[0] != NULL:
+        return None
+    PyErr_Clear()  # lone surrogates: pickle's "surrogatepass", as it does
+    encoded = PyUnicode_AsEncodedString(text, "utf-8", "surrogatepass")
+    data[0] = PyBytes_AS_STRING(encoded)
+    size[0] = PyBytes_GET_SIZE(encoded)
+    return encoded
+
+
 cdef inline int _dump_text(_Out *out, const char *text, Py_ssize_t size) except -1:
     """Append a str whose UTF-8 ("surrogatepass") is ``text[:size]`` (under 4 GiB)."""
     cdef char *at = _room(out, 5 + size)
@@ -679,7 +694,7 @@ cdef bint _dump_value(_Out *out, object value, int depth) except -1:
     cdef long long number
     cdef int overflow = 0
     cdef Py_ssize_t n, i, size = 0, batch
-    cdef const char *text
+    cdef const char *text = NULL
     cdef object encoded, item
     if value is None:
         _byte(out, _NONE)
@@ -691,16 +706,11 @@ cdef bint _dump_value(_Out *out, object value, int depth) except -1:
             return False
         _dump_int(out, number)
     elif PyUnicode_CheckExact(value):
-        text = PyUnicode_AsUTF8AndSize(value, &size)
-        encoded = None
-        if text == NULL:  # lone surrogates: pickle's "surrogatepass", as it does
-            PyErr_Clear()
-            encoded = PyUnicode_AsEncodedString(value, "utf-8", "surrogatepass")
-            text = PyBytes_AS_STRING(encoded)
-            size = PyBytes_GET_SIZE(encoded)
+        encoded = _str_bytes(value, &text, &size)
         if size > 0xFFFFFFFF:
             return False
         _dump_text(out, text, size)
+        del encoded  # it held the bytes `text` points into, if the str did not
     elif type(value) is tuple:
         n = len(<tuple>value)
         if n == 0:
@@ -1138,11 +1148,12 @@ def _visit_as_record(IdleRule rule, stored, arrived, watermark):
 # and put into a dict, and each page written would pickle its keys again. Here a key is its
 # bytes as the page's keys' pickle holds them (UTF-8, "surrogatepass", as pickle writes a
 # str): the keys with events are found by those bytes (:class:`_Names`), a page's keys are
-# runs of its pickle (:class:`_Held`), and a page written back gets its keys' pickle written
-# from the bytes, as pickle writes it (:func:`_keys_pickle`), its states copied or written
-# as records (:class:`_Built`). The str of a key is made only for the expiries of a key
-# without events. What is stored and emitted is the same, byte for byte, as the visit on
-# objects gives (_visit_objects), which takes any shard this cannot read so.
+# runs of its pickle (:class:`_Held`), and a page written back (:func:`_build`) gets its
+# keys' pickle written from the bytes, as pickle writes it (:func:`_frame_keys`), and its
+# states copied as stored or written from their records. The str of a key is made only for
+# the expiries of a key without events. What is stored and emitted is the same, byte for
+# byte, as the visit on objects (the rest of :func:`visit`) gives, which takes any shard
+# this cannot read so.
 
 
 cdef extern from *:
@@ -1207,7 +1218,7 @@ cdef class _Names:
         cdef _Names names = _Names.__new__(_Names)
         cdef Py_ssize_t i, size = 0, room = 8, at
         cdef object key, encoded
-        cdef const char *text
+        cdef const char *text = NULL
         names.keys = list(events)
         names.lists = list(events.values())
         names.kept = []
@@ -1226,13 +1237,9 @@ cdef class _Names:
             key = names.keys[i]
             if not PyUnicode_CheckExact(key):
                 return None
-            text = PyUnicode_AsUTF8AndSize(key, &size)
-            if text == NULL:  # lone surrogates: pickle's "surrogatepass", as it does
-                PyErr_Clear()
-                encoded = PyUnicode_AsEncodedString(key, "utf-8", "surrogatepass")
+            encoded = _str_bytes(key, &text, &size)
+            if encoded is not None:
                 names.kept.append(encoded)
-                text = PyBytes_AS_STRING(encoded)
-                size = PyBytes_GET_SIZE(encoded)
             names.texts[i] = text
             names.sizes[i] = size
             at = <Py_ssize_t>(_text_hash(text, size) & <uint64_t>names.mask)
@@ -1456,7 +1463,6 @@ cdef class _ByBytes:
     `names`, -1: none) and its bytes; per key kept, its state's run in `runs` and where it
     goes."""
 
-    cdef Py_ssize_t room, visits, kept
     cdef Py_ssize_t *home
     cdef Py_ssize_t *place
     cdef Py_ssize_t *named
@@ -1486,18 +1492,18 @@ cdef class _ByBytes:
 
     cdef int grow(self, Py_ssize_t room) except -1:
         """Room for ``room`` keys visited."""
-        self.room = max(room, 1)
-        self.home = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
-        self.place = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
-        self.named = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
-        self.texts = <const char **>PyMem_Malloc(self.room * sizeof(char *))
-        self.sizes = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
-        self.visit_of = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
-        self.run_at = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
-        self.run_size = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
-        self.wake = <int64_t *>PyMem_Malloc(self.room * sizeof(int64_t))
-        self.slot = <int64_t *>PyMem_Malloc(self.room * sizeof(int64_t))
-        self.goes = <Py_ssize_t *>PyMem_Malloc(self.room * sizeof(Py_ssize_t))
+        room = max(room, 1)
+        self.home = <Py_ssize_t *>PyMem_Malloc(room * sizeof(Py_ssize_t))
+        self.place = <Py_ssize_t *>PyMem_Malloc(room * sizeof(Py_ssize_t))
+        self.named = <Py_ssize_t *>PyMem_Malloc(room * sizeof(Py_ssize_t))
+        self.texts = <const char **>PyMem_Malloc(room * sizeof(char *))
+        self.sizes = <Py_ssize_t *>PyMem_Malloc(room * sizeof(Py_ssize_t))
+        self.visit_of = <Py_ssize_t *>PyMem_Malloc(room * sizeof(Py_ssize_t))
+        self.run_at = <Py_ssize_t *>PyMem_Malloc(room * sizeof(Py_ssize_t))
+        self.run_size = <Py_ssize_t *>PyMem_Malloc(room * sizeof(Py_ssize_t))
+        self.wake = <int64_t *>PyMem_Malloc(room * sizeof(int64_t))
+        self.slot = <int64_t *>PyMem_Malloc(room * sizeof(int64_t))
+        self.goes = <Py_ssize_t *>PyMem_Malloc(room * sizeof(Py_ssize_t))
         if (
             self.home == NULL or self.place == NULL or self.named == NULL or self.texts == NULL
             or self.sizes == NULL or self.visit_of == NULL or self.run_at == NULL
@@ -1553,12 +1559,13 @@ cdef object _visit_by_bytes(
     cdef set changed = set()
     cdef object number, found, key, after, stored, expiry, slot, run_slot = None, wake
     cdef object events_of, emitted_objects
-    cdef Py_ssize_t i, j, n, visit, kept, at, goes, count, run = 0, total
+    cdef Py_ssize_t i, j, n, visit, visits, kept, at, goes, count, run = 0, total
+    cdef Py_ssize_t run_page = -1
+    cdef bint run_few = False
     cdef Record record
     cdef RecordEvent arrived[RECORD_EVENTS]
     cdef Py_ssize_t arrived_count = 0
     cdef int outcome
-    cdef bint stays
     cdef Py_ssize_t *first
     cdef Py_ssize_t *order
     if not PyLong_CheckExact(watermark) or not PyLong_CheckExact(width):
@@ -1639,11 +1646,11 @@ cdef object _visit_by_bytes(
             work.sizes[visit] = page.sizes[j]
             visit += 1
             changed.add(number)
-    work.visits = visit
+    visits = visit
     # The visits: as records where they hold the key (the compiled rule), else as objects.
     now = PyFloat_AsDouble(watermark) / 1000.0
     kept = 0
-    for visit in range(work.visits):
+    for visit in range(visits):
         home = None if work.home[visit] == -1 else <_Held>pages[work.home[visit]]
         j = work.place[visit]
         events_of = None if work.named[visit] < 0 else names.lists[work.named[visit]]
@@ -1709,9 +1716,10 @@ cdef object _visit_by_bytes(
     if run:
         slot = PyLong_FromLongLong(run_c)
         incoming[slot] = incoming.get(slot, 0) + run
-    work.kept = kept
     # Where each key kept goes, as the visit on objects decides it (see MOVE_SHARE): its
     # page, or the page of its new wake-up.
+    # What a slot's page is (held or not) and whether it receives few of its keys is the same
+    # for a run of keys of that slot; whether it changes is not (a key moving there changes it).
     run = 0
     for i in range(kept):
         visit = work.visit_of[i]
@@ -1719,17 +1727,16 @@ cdef object _visit_by_bytes(
             run_c = work.slot[i]
             run_slot = PyLong_FromLongLong(run_c)
             run = 1
-        stays = (
-            work.home[visit] != -1
-            and run_slot in held
-            and run_slot not in changed
-            and <Py_ssize_t>incoming[run_slot] * MOVE_SHARE < (<_Held>held[run_slot]).count
-        )
-        if stays:
-            work.goes[i] = work.home[visit]
+            run_page = numbers.get(run_slot, -1)
+            run_few = (
+                run_page != -1
+                and <Py_ssize_t>incoming[run_slot] * MOVE_SHARE < (<_Held>pages[run_page]).count
+            )
+        if work.home[visit] != -1 and run_few and run_slot not in changed:
+            work.goes[i] = work.home[visit]  # stays: see MOVE_SHARE
             continue
-        if run_slot in held:
-            goes = numbers[run_slot]
+        if run_page != -1:
+            goes = run_page
             if not (<_Held>pages[goes]).scan():
                 return None
         else:
@@ -1917,10 +1924,9 @@ def _keys_pickle(tuple keys):
         if texts == NULL or sizes == NULL:
             raise MemoryError()
         for i in range(count):
-            encoded = PyUnicode_AsEncodedString(keys[i], "utf-8", "surrogatepass")
-            kept.append(encoded)
-            texts[i] = PyBytes_AS_STRING(encoded)
-            sizes[i] = PyBytes_GET_SIZE(encoded)
+            encoded = _str_bytes(keys[i], &texts[i], &sizes[i])
+            if encoded is not None:
+                kept.append(encoded)
         if not _frame_keys(&out, texts, sizes, count):
             return None
         return PyBytes_FromStringAndSize(out.out.data, out.out.size)
